@@ -1,0 +1,75 @@
+"""The suite's pytest plugin: device and kernel selection, header, fixtures.
+
+Each hook does one job:
+
+* ``pytest_addoption``: ``--device`` and ``--kernel``;
+* ``pytest_configure``: activates the backend (before any kernel import) and
+  resolves the kernels under test;
+* ``pytest_report_header``: what ran where, with versions;
+* ``pytest_generate_tests``: one test per kernel for tests that take ``kernel``.
+"""
+
+from __future__ import annotations
+
+import hypothesis
+import mpmath
+import numpy
+import pytest
+import torch
+
+from .backend import CHOICES, Backend, BackendError, activate
+
+BACKEND = pytest.StashKey[Backend]()
+KERNELS = pytest.StashKey[list]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("softmax", "softmax accuracy suite")
+    group.addoption(
+        "--device", default="auto", choices=CHOICES,
+        help="where kernels run: auto (npu, else cuda, else cpu), cpu (Triton interpreter), cuda, npu",
+    )
+    group.addoption(
+        "--kernel", action="append", default=[], metavar="NAME|module:function",
+        help="kernel to validate (repeatable): a registered name, 'torch', or a callable "
+             "with torch.softmax's signature given as package.module:function; default: all registered",
+    )
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    try:
+        config.stash[BACKEND] = activate(config.getoption("device"))
+    except BackendError as error:
+        raise pytest.UsageError(str(error)) from None
+    import kernels  # only now: the backend decides how @triton.jit decorates
+
+    try:
+        selected = [kernels.resolve(name) for name in config.getoption("kernel")]
+    except (ValueError, ImportError) as error:
+        raise pytest.UsageError(str(error)) from None
+    config.stash[KERNELS] = selected or kernels.registered()
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    import triton  # after pytest_configure: the backend must be active before triton loads
+
+    backend = config.stash[BACKEND]
+    names = ", ".join(spec.name for spec in config.stash[KERNELS])
+    return [
+        f"softmax suite backend: {backend.describe()}",
+        f"kernels: {names}",
+        f"torch {torch.__version__}, triton {triton.__version__}, hypothesis {hypothesis.__version__}, "
+        f"mpmath {mpmath.__version__} ({mpmath.libmp.BACKEND} backend), numpy {numpy.__version__}",
+    ]
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "kernel" in metafunc.fixturenames:
+        specs = metafunc.config.stash[KERNELS]
+        metafunc.parametrize("kernel", specs, ids=[spec.name for spec in specs])
+
+
+@pytest.fixture(scope="session")
+def backend(request: pytest.FixtureRequest) -> Backend:
+    return request.config.stash[BACKEND]

@@ -1,0 +1,54 @@
+"""Launch settings that come from the device a tensor lives on.
+
+Under the Triton interpreter (CPU tensors) a small fixed program count keeps the
+persistent loops of the kernels exercised (each program handles several rows)
+without slowing the interpreter down.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+import triton
+
+INTERPRETER_PROGRAMS = 4
+NPU_FALLBACK_PROGRAMS = 32  # the Ascend tutorial's own fixed count
+
+
+def interpreted() -> bool:
+    """Whether @triton.jit yields interpreted kernels (TRITON_INTERPRET=1)."""
+    return bool(triton.knobs.runtime.interpret)
+
+
+def require_triton_device(x: torch.Tensor) -> None:
+    """Raise ValueError when x lives where this process's Triton kernels cannot run."""
+    if interpreted():
+        if x.device.type != "cpu":
+            raise ValueError(f"x is on {x.device}; the Triton interpreter (TRITON_INTERPRET=1) needs a CPU tensor")
+    elif x.device.type not in ("cuda", "npu"):
+        raise ValueError(
+            f"x is on {x.device}; compiled Triton kernels need a cuda or npu tensor "
+            "(for CPU tensors run with TRITON_INTERPRET=1, e.g. pytest --device cpu)"
+        )
+
+
+@functools.cache
+def compute_units(device: torch.device) -> int:
+    """Streaming multiprocessors (CUDA), vector cores (Ascend), or a small count (CPU)."""
+    if device.type == "cuda":
+        return torch.cuda.get_device_properties(device).multi_processor_count
+    if device.type == "npu":
+        return npu_vector_cores(device)
+    return INTERPRETER_PROGRAMS
+
+
+def npu_vector_cores(device: torch.device) -> int:
+    """Vector-core count from triton-ascend's driver, or the tutorial's 32."""
+    try:
+        from triton.runtime import driver
+
+        index = device.index if device.index is not None else torch.npu.current_device()
+        return int(driver.active.utils.get_device_properties(index)["num_vectorcore"])
+    except (ImportError, AttributeError, KeyError, RuntimeError):  # no triton-ascend driver, or no such key
+        return NPU_FALLBACK_PROGRAMS

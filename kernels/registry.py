@@ -1,0 +1,131 @@
+"""Kernels under test: a name, a callable, and the capabilities it declares.
+
+The suite feeds each kernel only inputs inside its declared capabilities and
+checks that every input outside them raises a clear ``TypeError`` or
+``ValueError``.  A kernel is any callable with the signature of
+``torch.softmax(x, dim)``; ``--kernel package.module:function`` validates one
+that is not registered here.  Such a callable may carry a ``capabilities``
+attribute; without one it is held to the full contract of ``torch.softmax``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+import torch
+
+Softmax = Callable[[torch.Tensor, int], torch.Tensor]
+
+HALF_AND_SINGLE = frozenset({torch.float32, torch.float16, torch.bfloat16})
+FLOATING = HALF_AND_SINGLE | {torch.float64}
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a kernel claims to handle; everything else must raise.
+
+    ``max_row_length`` maps a device type ("cpu", "cuda", "npu") to the longest
+    row the kernel handles there; a missing device type means no limit.
+    ``max_offset`` is the largest element offset its index arithmetic can
+    address (2**31 - 1 for 32-bit offsets), or None.
+    """
+
+    dtypes: frozenset[torch.dtype] = FLOATING
+    ranks: frozenset[int] | None = None  # None: any rank >= 1
+    last_dim_only: bool = False
+    unit_column_stride: bool = False  # True: the softmax dim must have stride 1
+    max_row_length: Mapping[str, int] = field(default_factory=dict)
+    max_offset: int | None = None
+    log_softmax: bool = False
+    masked: bool = False
+
+    def row_limit(self, device_type: str) -> int | None:
+        return self.max_row_length.get(device_type)
+
+    def refusal(self, x: torch.Tensor, dim: int) -> TypeError | ValueError | None:
+        """The error that (x, dim) outside these capabilities must raise, or None."""
+        if not isinstance(x, torch.Tensor):
+            return TypeError(f"x must be a torch.Tensor; got {type(x).__name__}")
+        if x.dtype not in self.dtypes:
+            allowed = ", ".join(sorted(str(d) for d in self.dtypes))
+            return TypeError(f"x.dtype must be one of {allowed}; got {x.dtype}")
+        if self.ranks is not None and x.dim() not in self.ranks:
+            allowed = " or ".join(str(r) for r in sorted(self.ranks))
+            return ValueError(f"x must have rank {allowed}; got rank {x.dim()} (shape {tuple(x.shape)})")
+        if not -x.dim() <= dim < max(x.dim(), 1):
+            return ValueError(f"dim must lie in [{-x.dim()}, {x.dim() - 1}] for shape {tuple(x.shape)}; got {dim}")
+        dim %= max(x.dim(), 1)
+        if self.last_dim_only and dim != x.dim() - 1:
+            return ValueError(f"dim must be the last dimension (-1 or {x.dim() - 1}); got {dim}")
+        if self.unit_column_stride and x.size(dim) > 1 and x.stride(dim) != 1:
+            return ValueError(
+                f"x.stride({dim}) must be 1 (each row contiguous); got {x.stride(dim)}: pass x.contiguous()"
+            )
+        limit = self.row_limit(x.device.type)
+        if limit is not None and x.size(dim) > limit:
+            return ValueError(
+                f"x.size({dim}) = {x.size(dim)} exceeds the row limit of {limit} on {x.device.type} (one block per row)"
+            )
+        if self.max_offset is not None and x.numel() and max_offset(x) > self.max_offset:
+            return ValueError(
+                f"x reaches element offset {max_offset(x)}; this kernel's offsets stop at {self.max_offset}"
+            )
+        return None
+
+    def check(self, x: torch.Tensor, dim: int) -> None:
+        """Raise the clear error for (x, dim) outside these capabilities."""
+        error = self.refusal(x, dim)
+        if error is not None:
+            raise error
+
+
+def max_offset(x: torch.Tensor) -> int:
+    """Offset of x's last element from its data pointer, in elements."""
+    return x.storage_offset() + sum((n - 1) * s for n, s in zip(x.shape, x.stride()))
+
+
+TORCH_CONTRACT = Capabilities(log_softmax=True)
+"""The capabilities of torch.softmax itself: any float dtype, rank, dim and layout."""
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    name: str
+    softmax: Softmax
+    capabilities: Capabilities = TORCH_CONTRACT
+    log_softmax: Softmax | None = None
+    description: str = ""
+
+
+_REGISTRY: dict[str, KernelSpec] = {}
+
+
+def register(spec: KernelSpec) -> KernelSpec:
+    if spec.name in _REGISTRY:
+        raise ValueError(f"a kernel named {spec.name!r} is already registered")
+    if spec.capabilities.log_softmax != (spec.log_softmax is not None):
+        raise ValueError(f"{spec.name}: capabilities.log_softmax must match whether log_softmax is given")
+    _REGISTRY[spec.name] = spec
+    return spec
+
+
+def registered() -> list[KernelSpec]:
+    return list(_REGISTRY.values())
+
+
+def resolve(selector: str) -> KernelSpec:
+    """A kernel by registered name, or by ``package.module:function`` path."""
+    if selector in _REGISTRY:
+        return _REGISTRY[selector]
+    if ":" not in selector:
+        known = ", ".join(sorted(_REGISTRY))
+        raise ValueError(f"--kernel {selector!r}: not a registered kernel ({known}) nor a 'module:function' path")
+    module_name, _, attribute = selector.partition(":")
+    function = getattr(importlib.import_module(module_name), attribute, None)
+    if not callable(function):
+        raise ValueError(f"--kernel {selector!r}: {module_name} has no callable {attribute!r}")
+    capabilities = getattr(function, "capabilities", TORCH_CONTRACT)
+    log_softmax = getattr(function, "log_softmax", None) if capabilities.log_softmax else None
+    return KernelSpec(selector, function, capabilities, log_softmax, description=f"user kernel {selector}")

@@ -1,0 +1,24 @@
+"""Fixtures shared by the suite's own tests."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def run_pytest():
+    """Run the suite in a fresh interpreter (no xdist, no inherited TRITON_INTERPRET)."""
+
+    def run(*args: str, **env: str) -> subprocess.CompletedProcess:
+        clean = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+        return subprocess.run(
+            [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:xdist", *args],
+            cwd=ROOT, env={**clean, **env}, capture_output=True, text=True, timeout=600,
+        )
+
+    return run

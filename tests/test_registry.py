@@ -1,0 +1,48 @@
+"""Kernel selection: registered names, module:function paths, declared capabilities."""
+
+import pytest
+import torch
+
+import kernels
+from harness.plugin import KERNELS
+from kernels.registry import TORCH_CONTRACT, Capabilities, resolve
+
+
+def test_every_registered_kernel_and_torch_are_selected_by_default(request):
+    names = [spec.name for spec in kernels.registered()]
+    assert "torch" in names and "fused_softmax" in names
+    if not request.config.getoption("kernel"):
+        assert [spec.name for spec in request.config.stash[KERNELS]] == names
+
+
+def test_a_path_resolves_to_a_callable_with_the_torch_contract():
+    spec = resolve("kernels.torch_softmax:softmax")
+    assert spec.softmax is kernels.torch_softmax.softmax
+    assert spec.capabilities == TORCH_CONTRACT
+
+
+def test_a_callable_may_declare_narrower_capabilities(monkeypatch):
+    def only_fp32(x, dim):
+        return torch.softmax(x, dim)
+
+    only_fp32.capabilities = Capabilities(dtypes=frozenset({torch.float32}))
+    monkeypatch.setattr(kernels.torch_softmax, "only_fp32", only_fp32, raising=False)
+    spec = resolve("kernels.torch_softmax:only_fp32")
+    assert isinstance(spec.capabilities.refusal(torch.zeros(2, dtype=torch.float16), -1), TypeError)
+
+
+@pytest.mark.parametrize("selector,message", [
+    ("kernels.torch_softmax:nothing_here", "no callable"),
+    ("nowhere", "not a registered kernel"),
+])
+def test_bad_selectors_are_refused(selector, message):
+    with pytest.raises(ValueError, match=message):
+        resolve(selector)
+
+
+def test_a_user_kernel_path_runs_the_suite(run_pytest):
+    result = run_pytest("-v", "--device", "cpu", "--kernel", "kernels.torch_softmax:softmax",
+                        "tests/test_contract.py", "-k", "outside_capabilities")
+    assert result.returncode == 0, result.stdout[-2000:]
+    assert "kernels: kernels.torch_softmax:softmax" in result.stdout
+    assert "[kernels.torch_softmax:softmax-transposed] PASSED" in result.stdout
