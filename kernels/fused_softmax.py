@@ -50,9 +50,12 @@ CAPABILITIES = Capabilities(
     ranks=frozenset({2}),
     last_dim_only=True,
     unit_column_stride=True,  # the kernel adds col_offsets to the row pointer as if stride were 1
-    # One block per row: Triton's largest block on CPU and CUDA; on Ascend the
-    # row, its exponentials and the output must fit the 192 KB unified buffer.
-    max_row_length={"cpu": tl.TRITON_MAX_TENSOR_NUMEL, "cuda": tl.TRITON_MAX_TENSOR_NUMEL, "npu": 1 << 14},
+    # One block per row.  The interpreter takes Triton's largest block.  On an H100
+    # (Triton 3.6) compiling the block takes 3.8 s at 2^16, 11 s at 2^17, 60 s at
+    # 2^18 and over 8 minutes at 2^20 (docs/h100-precision-probe.log), so CUDA
+    # stops at 2^17.  On Ascend the row, its exponentials and the output must fit
+    # the 192 KB unified buffer.
+    max_row_length={"cpu": tl.TRITON_MAX_TENSOR_NUMEL, "cuda": 1 << 17, "npu": 1 << 14},
     max_offset=2**31 - 1,  # row_idx * input_row_stride is 32-bit arithmetic
 )
 
