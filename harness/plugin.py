@@ -6,7 +6,9 @@ Each hook does one job:
 * ``pytest_configure``: activates the backend (before any kernel import) and
   resolves the kernels under test;
 * ``pytest_report_header``: what ran where, with versions;
-* ``pytest_generate_tests``: one test per kernel for tests that take ``kernel``.
+* ``pytest_generate_tests``: one test per kernel for tests that take ``kernel``;
+* ``pytest_terminal_summary``: figures that tests report with the ``note``
+  fixture (they travel on test reports, so they survive ``pytest -n``).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from .backend import CHOICES, Backend, BackendError, activate
 
 BACKEND = pytest.StashKey[Backend]()
 KERNELS = pytest.StashKey[list]()
+NOTE = "softmax-suite-note"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -73,3 +76,28 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 @pytest.fixture(scope="session")
 def backend(request: pytest.FixtureRequest) -> Backend:
     return request.config.stash[BACKEND]
+
+
+@pytest.fixture
+def note(request: pytest.FixtureRequest):
+    """Record a line for the end-of-run summary: ``note("escalation rate 1e-5")``."""
+
+    def record(text: str) -> None:
+        request.node.user_properties.append((NOTE, f"{request.node.nodeid}: {text}"))
+
+    return record
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    lines = sorted(
+        value
+        for reports in terminalreporter.stats.values()
+        for report in reports
+        if getattr(report, "when", None) == "call"
+        for key, value in getattr(report, "user_properties", ())
+        if key == NOTE
+    )
+    if lines:
+        terminalreporter.write_sep("-", "softmax suite figures")
+        for line in lines:
+            terminalreporter.write_line(line)

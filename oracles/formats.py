@@ -119,6 +119,8 @@ def round_mpf(value: mpmath.mpf, fmt: Format) -> float:
         return 0.0
     sign = -1.0 if negative else 1.0
     floor_log2 = exp + man.bit_length() - 1
+    if floor_log2 < fmt.emin - fmt.precision:  # below half the smallest subnormal
+        return sign * 0.0
     quantum = max(floor_log2, fmt.emin) - (fmt.precision - 1)
     shift = quantum - exp
     if shift <= 0:  # already on the grid of fmt

@@ -48,3 +48,8 @@ def minus_inf_result(*, log: bool = False) -> float:
     """Exact result at a -inf entry of a row with a finite maximum."""
     return -np.inf if log else 0.0
 
+
+
+def fully_masked_rows(keep: np.ndarray) -> np.ndarray:
+    """Rows (last axis) of a keep-mask with nothing kept: their masked softmax is all zeros."""
+    return ~keep.any(axis=-1)
