@@ -19,7 +19,7 @@ _SLOW_DATA = [HealthCheck.too_slow, HealthCheck.data_too_large]
 
 settings.register_profile("dev", max_examples=10, deadline=None, suppress_health_check=_SLOW_DATA)
 settings.register_profile(
-    "ci", max_examples=6, deadline=None, derandomize=True, database=None,
+    "ci", max_examples=25, deadline=None, derandomize=True, database=None,
     print_blob=True, suppress_health_check=_SLOW_DATA,
 )
 settings.register_profile("nightly", max_examples=200, deadline=None, suppress_health_check=_SLOW_DATA)

@@ -1,22 +1,35 @@
-"""Judge a kernel's output element by element against the correctly rounded oracle."""
+"""Judge a kernel's output element by element: oracle, derived bound, and torch as a peer.
+
+Every element is compared with the correctly rounded result (integer ULP
+distance, for the statistics) and with the exact result (fractional ULP error,
+for the verdict): an element fails when its fractional error exceeds the
+derived bound of :mod:`oracles.bounds` for the kernel's precision profile.
+Elements decided by special values (NaN rows, zeros at -inf) must equal the
+oracle exactly.  torch.softmax runs on the same input and device and is
+measured the same way, so every verdict can say "kernel vs torch".
+"""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
-from oracles.budget import provisional_ulp_budget
+from kernels.registry import KernelSpec
+from oracles import correctly_rounded
+from oracles.bounds import PrecisionProfile, softmax_bound
+from oracles.correctly_rounded import OracleResult
 from oracles.formats import Format, format_of
-from oracles.mp_softmax import correctly_rounded_rows
+from oracles.profiles import torch_profile
 from oracles.ulp import fractional_ulp_error, ulp_distance
 
 
 def as_rows(t: torch.Tensor, dim: int) -> torch.Tensor:
     """The slices along ``dim`` as rows of a 2-D CPU tensor (dtype kept)."""
     moved = t.detach().to("cpu").movedim(dim, -1)
-    return moved.reshape(-1, moved.shape[-1]) if moved.dim() else moved.reshape(1, 1)
+    return moved.reshape(math.prod(moved.shape[:-1]), moved.shape[-1])
 
 
 def describe_input(x: torch.Tensor, dim: int) -> str:
@@ -25,56 +38,109 @@ def describe_input(x: torch.Tensor, dim: int) -> str:
 
 
 @dataclass
-class Judgement:
-    """Errors of one kernel output against the oracle, and the verdict."""
+class Errors:
+    """One implementation's output against the oracle, element by element (rows layout)."""
 
-    kernel: str
-    fmt: Format
-    inputs: torch.Tensor  # rows (2-D, CPU)
-    outputs: torch.Tensor  # rows (2-D, CPU)
-    rounded: np.ndarray  # correctly rounded results, float64
-    ulps: np.ndarray  # integer ULP distance to `rounded`
+    name: str
+    profile: PrecisionProfile
+    outputs: torch.Tensor  # rows, CPU, output dtype
+    ulps: np.ndarray  # integer distance to the correctly rounded value
     fractional: np.ndarray  # |y - exact| / ulp(exact)
-    budget: np.ndarray  # allowed integer ULP distance per element
-    replay: str
+    bound: np.ndarray  # derived bound in fractional ulps; NaN where the oracle is exact by semantics
+
+    @property
+    def special(self) -> np.ndarray:
+        return np.isnan(self.bound)
 
     @property
     def violations(self) -> np.ndarray:
-        return self.ulps > self.budget
+        judged = np.where(self.special, 0.0, self.bound)
+        beyond = ~(self.fractional <= judged)  # also catches NaN outputs
+        special_mismatch = self.special & (self.ulps != 0)
+        return np.where(self.special, special_mismatch, beyond | np.isinf(judged))
+
+    def ratio(self) -> np.ndarray:
+        """Error-to-bound ratio of the elements judged by a bound."""
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(self.special, 0.0, self.fractional / self.bound)
+
+    def summary(self) -> dict:
+        judged = ~self.special
+        ulps = self.ulps[judged].astype(np.float64)
+        return {
+            "name": self.name,
+            "profile": self.profile.name,
+            "elements": int(self.ulps.size),
+            "violations": int(self.violations.sum()),
+            "max_ulp": float(ulps.max(initial=0)),
+            "mean_ulp": float(ulps.mean()) if ulps.size else 0.0,
+            "p99_ulp": float(np.percentile(ulps, 99)) if ulps.size else 0.0,
+            "correctly_rounded": float((self.ulps == 0).mean()) if self.ulps.size else 1.0,
+            "max_fractional_ulp": float(self.fractional[judged].max(initial=0)),
+            "max_bound": float(self.bound[judged].max(initial=0)),
+            "worst_ratio": float(self.ratio().max(initial=0)),
+        }
+
+
+def measure(name: str, x: torch.Tensor, dim: int, y: torch.Tensor, oracle: OracleResult,
+            profile: PrecisionProfile) -> Errors:
+    """Errors of ``y`` (an implementation's softmax of ``x`` along ``dim``) against ``oracle``."""
+    fmt = format_of(y.dtype)
+    outputs = as_rows(y, dim)
+    expected = torch.from_numpy(oracle.rounded).to(fmt.dtype)
+    return Errors(
+        name, profile, outputs,
+        ulps=ulp_distance(outputs, expected).numpy(),
+        fractional=fractional_ulp_error(outputs.double().numpy(), oracle.exact, fmt),
+        bound=softmax_bound(as_rows(x, dim).double().numpy(), oracle.exact, fmt, profile),
+    )
+
+
+@dataclass
+class Judgement:
+    kernel: Errors
+    peer: Errors
+    fmt: Format
+    inputs: torch.Tensor  # rows, CPU
+    rounded: np.ndarray
+    escalated: int
+    replay: str
 
     @property
     def ok(self) -> bool:
-        return not self.violations.any()
+        return not self.kernel.violations.any()
 
-    @property
-    def max_ulp(self) -> int:
-        return int(self.ulps.max(initial=0))
+    def summary(self) -> dict:
+        return {"dtype": str(self.fmt), "kernel": self.kernel.summary(), "torch": self.peer.summary(),
+                "oracle_escalated": self.escalated, "replay": self.replay}
 
     def explain(self) -> str:
-        bad = self.violations
-        worst = np.unravel_index(int(np.argmax(np.where(bad, self.ulps, -1) if bad.any() else self.ulps)),
-                                 self.ulps.shape)
-        row, col = (int(i) for i in worst)
+        k = self.kernel
+        bad = k.violations
+        score = np.where(bad, np.nan_to_num(k.ratio(), nan=np.inf, posinf=np.inf) + 1, 0)
+        row, col = (int(i) for i in np.unravel_index(int(np.argmax(score)), score.shape))
+        kernel, peer = k.summary(), self.peer.summary()
         return "\n".join([
-            f"{self.kernel}: {int(bad.sum())} of {bad.size} elements beyond the budget "
-            f"(max {self.max_ulp} ULP, max fractional {self.fractional.max(initial=0):.3g} ULP, {self.fmt})",
-            f"worst element: row {row}, column {col}: got {float(self.outputs[row, col])!r}, "
-            f"correctly rounded {self.rounded[row, col]!r}, {int(self.ulps[row, col])} ULP, "
-            f"budget {int(self.budget[row, col])} ULP",
+            f"{k.name}: {int(bad.sum())} of {bad.size} elements beyond the derived bound ({self.fmt}, {k.profile.name})",
+            f"worst element: row {row}, column {col}: got {float(k.outputs[row, col])!r}, correctly rounded "
+            f"{self.rounded[row, col]!r}, {k.fractional[row, col]:.4g} ULP from exact, bound {k.bound[row, col]:.4g} ULP",
             f"that row's input (first 8 of {self.inputs.shape[1]}): {self.inputs[row, :8].tolist()}",
+            f"kernel: max {kernel['max_ulp']:.0f} ULP, mean {kernel['mean_ulp']:.3f}; "
+            f"torch on the same input: max {peer['max_ulp']:.0f} ULP, mean {peer['mean_ulp']:.3f}",
             f"replay: {self.replay}",
         ])
 
 
-def judge_softmax(kernel: str, x: torch.Tensor, dim: int, y: torch.Tensor, *, replay: str) -> Judgement:
-    """Compare ``y = kernel(x, dim)`` with the correctly rounded softmax of ``x``."""
+def judge_softmax(kernel: KernelSpec, backend: str, x: torch.Tensor, dim: int, y: torch.Tensor, *,
+                  replay: str) -> Judgement:
+    """Judge ``y = kernel.softmax(x, dim)`` computed on ``backend``, with torch as the peer."""
     if y.shape != x.shape or y.dtype != x.dtype:
-        raise AssertionError(f"{kernel}: output {tuple(y.shape)} {y.dtype} does not match input "
+        raise AssertionError(f"{kernel.name}: output {tuple(y.shape)} {y.dtype} does not match input "
                              f"{tuple(x.shape)} {x.dtype}; replay: {replay}")
-    fmt = format_of(x.dtype)
-    inputs, outputs = as_rows(x, dim), as_rows(y, dim)
-    rounded, exact = correctly_rounded_rows(inputs.double().numpy(), fmt)
-    ulps = ulp_distance(outputs, torch.from_numpy(rounded).to(x.dtype)).numpy()
-    fractional = fractional_ulp_error(outputs.double().numpy(), exact, fmt)
-    budget = np.full(ulps.shape, provisional_ulp_budget(x.dtype))
-    return Judgement(kernel, fmt, inputs, outputs, rounded, ulps, fractional, budget, replay)
+    oracle = correctly_rounded.softmax(x, dim)
+    return Judgement(
+        kernel=measure(kernel.name, x, dim, y, oracle, kernel.precision(backend)),
+        peer=measure("torch", x, dim, torch.softmax(x, dim), oracle, torch_profile(backend)),
+        fmt=format_of(x.dtype), inputs=as_rows(x, dim), rounded=oracle.rounded, escalated=oracle.escalated,
+        replay=replay,
+    )

@@ -6,6 +6,9 @@ checks that every input outside them raises a clear ``TypeError`` or
 ``torch.softmax(x, dim)``; ``--kernel package.module:function`` validates one
 that is not registered here.  Such a callable may carry a ``capabilities``
 attribute; without one it is held to the full contract of ``torch.softmax``.
+It may carry a ``precision`` attribute (backend name -> PrecisionProfile);
+without one it is judged with the loosest known arithmetic and an order-free
+summation bound.
 """
 
 from __future__ import annotations
@@ -15,6 +18,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import torch
+
+from oracles.bounds import PrecisionProfile
+from oracles.profiles import unknown_profile
 
 Softmax = Callable[[torch.Tensor, int], torch.Tensor]
 
@@ -92,10 +98,17 @@ TORCH_CONTRACT = Capabilities(log_softmax=True)
 
 @dataclass(frozen=True)
 class KernelSpec:
+    """A kernel under test.
+
+    ``precision`` maps a backend name ("cpu", "cuda", "npu") to the kernel's
+    precision profile there, from which its error bounds are derived.
+    """
+
     name: str
     softmax: Softmax
     capabilities: Capabilities = TORCH_CONTRACT
     log_softmax: Softmax | None = None
+    precision: Callable[[str], PrecisionProfile] = unknown_profile
     description: str = ""
 
 
@@ -128,4 +141,5 @@ def resolve(selector: str) -> KernelSpec:
         raise ValueError(f"--kernel {selector!r}: {module_name} has no callable {attribute!r}")
     capabilities = getattr(function, "capabilities", TORCH_CONTRACT)
     log_softmax = getattr(function, "log_softmax", None) if capabilities.log_softmax else None
-    return KernelSpec(selector, function, capabilities, log_softmax, description=f"user kernel {selector}")
+    precision = getattr(function, "precision", unknown_profile)
+    return KernelSpec(selector, function, capabilities, log_softmax, precision, description=f"user kernel {selector}")

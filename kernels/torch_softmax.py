@@ -9,6 +9,8 @@ every kernel; the numbers are torch's.
 
 import torch
 
+from oracles.profiles import torch_profile
+
 from .registry import TORCH_CONTRACT, KernelSpec, register
 
 
@@ -27,5 +29,6 @@ SPEC = register(KernelSpec(
     softmax=softmax,
     capabilities=TORCH_CONTRACT,
     log_softmax=log_softmax,
+    precision=torch_profile,
     description="torch.softmax on the same device (the reference implementation)",
 ))

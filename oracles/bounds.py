@@ -1,0 +1,193 @@
+r"""Error bounds for softmax, derived from the algorithm, per output element.
+
+The algorithm
+-------------
+Every kernel judged here computes, per row of n entries, in a compute format
+C with unit roundoff u = 2^-p (fp32 for every kernel in this project, also for
+fp16 and bf16 inputs):
+
+    m   = max_i x_i                  exact (a maximum rounds nothing)
+    d~_i = fl(x_i - m)               one rounding
+    e~_i = exp~(d~_i)                the device's exp
+    S~  = sum~_i e~_i                a reduction tree of depth h
+    y~_j = e~_j / S~                 the device's division (or 1/S~ then a product)
+    y_j = round_O(y~_j)              conversion to the output format O, if O != C
+
+The error terms (Blanchard, Higham & Higham, IMA J. Numer. Anal. 41(4), 2021)
+-----------------------------------------------------------------------------
+Write d_i = x_i - m and f_j = softmax_j = e^{d_j} / S.
+
+1. Gap rounding.  d~_i = d_i + t_i with t_i = fl(d_i) - d_i known exactly
+   from the input, so exp(d~_i) = e^{d_i} e^{t_i}: a relative error
+   tau_i = expm1(|t_i|) (zero when the subtraction is exact, as it is for the
+   maximum itself and whenever m = 0 or Sterbenz applies).
+2. Exponential.  |exp~(d) - e^d| <= (c0 + c1 |d|) ulp_C(e^d): a constant and,
+   for exp computed as exp2(d log2 e), a term growing with |d| from rounding the
+   product.  As a relative error a_i = (c0 + c1|d_i|) ulp_C(e_i) / e_i, with the
+   element's own ulp (not the worst case 2u), which keeps the bound tight.
+3. Sum.  Each e~_i = e_i (1 + theta_i), |theta_i| <= tau_i + a_i, so the exact
+   sum of the e~_i is S (1 + w) with |w| <= sum_i f_i (tau_i + a_i), the
+   softmax-weighted mean.  A reduction tree of depth h adds at most
+   gamma_h = h u / (1 - h u) relative error whatever the order of the
+   additions (h = n - 1 for any order; less for pairwise or blocked trees;
+   at most k - 1 when only k entries are finite, since adding the exact zeros
+   of -inf entries rounds nothing).
+4. Division.  |y~ - e~/S~| <= q ulp_C(y~): q = 0.5 when correctly rounded,
+   more for approximate division or a reciprocal and a product.
+
+Combined (each factor a rigorous enclosure, not only first order):
+
+    rho_j = (1 + tau_j + a_j)(1 + q ulp_C(f_j)/f_j) / ((1 - w)(1 - gamma_h)) - 1
+
+bounds the relative error of y~_j.  Results that are subnormal in C lose
+relative accuracy: each operation then errs by up to its ulp count times the
+subnormal spacing, and a device that flushes subnormals may return 0 for any
+result below the smallest normal.  This is an absolute term
+
+    alpha_j = (c0 + c1|d_j| + q + 1) minsub_C  (+ minnormal_C if flushing)
+
+so |y~_j - f_j| <= rho_j f_j + alpha_j.  Converting to O (round to nearest:
+r = 0.5, toward zero: r = 1) adds r ulp_O of the converted value; a conversion
+that mishandles O's subnormals adds minnormal_O where the result may lie below
+it.  The bound,
+in units of the output format's ulp at the exact value (the fractional ULP
+error of glibc's and Zimmermann's tables):
+
+    B_j = (rho_j f_j + alpha_j + [O != C] r ulp_O(f_j (1 + rho_j) + alpha_j)) / ulp_O(f_j)
+
+Below O's smallest normal, ulp_O is the constant subnormal spacing, so there
+the bound is an absolute error: subnormal outputs are judged by absolute error.
+Entries decided by special values (NaN rows, zeros at -inf) are not bounded
+here: they must match the oracle exactly.
+
+What is measured rather than derived
+------------------------------------
+c0, c1, q, flushing and the conversion mode are properties of a device's
+arithmetic (:class:`Arithmetic`), measured or documented; h comes from the
+kernel's reduction (:class:`Reduction`).  See :mod:`oracles.profiles`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from .formats import FP32, Format, round_float64, ulp
+
+
+@dataclass(frozen=True)
+class Arithmetic:
+    """Accuracy of one device's operations, in ulps of the compute format."""
+
+    name: str
+    exp_ulps: float  # c0
+    exp_ulps_per_gap: float  # c1, per unit of |d|
+    div_ulps: float  # q: error of the quotient against the exact e~/S~
+    flushes_subnormals: bool
+    # Error of the final conversion to a narrower output dtype, in output ulps
+    # (0.5 = round to nearest, 1 = toward zero); a dtype not listed is treated as 1.
+    downcast_ulps: Mapping[torch.dtype, float] = field(default_factory=dict)
+    # Output dtypes whose conversion may return any value below the smallest
+    # normal for a result below it (a flush to zero is the common case).
+    subnormal_downcast_unreliable: frozenset[torch.dtype] = frozenset()
+    compute: Format = FP32
+
+
+@dataclass(frozen=True)
+class Reduction:
+    """Depth h of a row sum's reduction tree as a function of the row length.
+
+    ``kind`` is one of:
+      * ``"sequential"``: h = n - 1, a bound valid for any order of additions;
+      * ``"numpy-pairwise-block"``: numpy's pairwise ``np.sum`` over a block padded
+        to the next power of two (the Triton interpreter's ``tl.sum``);
+      * ``"triton-block"``: a compiled Triton ``tl.sum`` over a padded block with
+        ``num_warps`` warps: a sequential sum of each thread's elements, then a
+        tree over the 32 lanes of a warp and over the warps.
+    """
+
+    kind: str
+    num_warps: int = 4
+
+    def depth(self, n: int) -> int:
+        if n <= 1:
+            return 0
+        if self.kind == "sequential":
+            return n - 1
+        block = 1 << (n - 1).bit_length()
+        if self.kind == "numpy-pairwise-block":
+            return 1 + _numpy_pairwise_depth(block - 1)  # a reduce starts from a[0]
+        if self.kind == "triton-block":
+            threads = 32 * self.num_warps
+            if block <= threads:
+                return int(math.log2(block))
+            return block // threads - 1 + int(math.log2(threads))
+        raise ValueError(f"unknown reduction kind {self.kind!r}")
+
+
+def _numpy_pairwise_depth(n: int) -> int:
+    """Depth of numpy's pairwise summation (numpy/_core/src/umath/loops_utils.h.src)."""
+    if n < 8:
+        return max(n - 1, 0)  # res = 0.; res += a[i]: adding a[0] to 0 is exact
+    if n <= 128:
+        unrolled = n - n % 8
+        return (unrolled // 8 - 1) + 3 + n % 8  # 8 accumulators, a 3-level tree, then the rest
+    half = n // 2
+    half -= half % 8
+    return 1 + max(_numpy_pairwise_depth(half), _numpy_pairwise_depth(n - half))
+
+
+@dataclass(frozen=True)
+class PrecisionProfile:
+    """How one kernel computes on one backend: the device's arithmetic and the kernel's reduction."""
+
+    arithmetic: Arithmetic
+    reduction: Reduction
+
+    @property
+    def name(self) -> str:
+        return f"{self.arithmetic.name}, {self.reduction.kind} sum"
+
+
+def softmax_bound(x: np.ndarray, exact: np.ndarray, out: Format, profile: PrecisionProfile) -> np.ndarray:
+    """Per-element bound B_j, in ulps of ``out`` at the exact value (see the module docstring).
+
+    ``x`` holds input rows (float64, last axis = softmax axis); ``exact`` the exact
+    softmax to float64 accuracy.  Entries of rows decided by special values get
+    NaN: they are judged by exact equality, not by a bound.
+    """
+    x = np.asarray(x, dtype=np.float64)
+    f = np.asarray(exact, dtype=np.float64)
+    ar, c = profile.arithmetic, profile.arithmetic.compute
+    u = c.unit_roundoff
+    n = x.shape[-1]
+    regular = np.isfinite(x) & np.isfinite(f)
+    with np.errstate(invalid="ignore", over="ignore"):
+        peak = np.max(np.where(regular, x, -np.inf), axis=-1, keepdims=True)
+        gap = np.where(regular, x - peak, 0.0)
+        tau = np.expm1(np.abs(round_float64(gap, c) - gap) + abs(gap) * 2.0**-53)
+        exp_error = ar.exp_ulps + ar.exp_ulps_per_gap * np.abs(gap)
+        e = np.exp(gap) * (1 + tau)
+        a = exp_error * ulp(e, c) / np.maximum(e, c.min_subnormal)
+        w = np.sum(np.where(regular, f * (tau + a), 0.0), axis=-1, keepdims=True)
+        # -inf entries add exact zeros, which never round: k terms need at most k - 1 roundings.
+        terms = np.sum(regular, axis=-1, keepdims=True)
+        h = np.minimum(profile.reduction.depth(n), np.maximum(terms - 1, 0))
+        gamma = np.where(h * u < 1, h * u / np.maximum(1 - h * u, u), np.inf)
+        head = (1 + tau + a) / ((1 - w) * (1 - gamma))
+        q = ar.div_ulps * ulp(f * head, c) / np.maximum(f, c.min_subnormal)
+        rho = head * (1 + q) - 1
+        alpha = (exp_error + ar.div_ulps + 1) * c.min_subnormal
+        if ar.flushes_subnormals:
+            alpha = alpha + c.min_normal
+        error = rho * f + alpha
+        if out != c:
+            error = error + ar.downcast_ulps.get(out.dtype, 1.0) * ulp(f * (1 + rho) + alpha, out)
+            if out.dtype in ar.subnormal_downcast_unreliable:
+                error = error + np.where(f * (1 - rho) - alpha < out.min_normal, out.min_normal, 0.0)
+        bound = error / ulp(f, out)
+    return np.where(regular & (w < 1) & (gamma < 1), bound, np.where(regular, np.inf, np.nan))

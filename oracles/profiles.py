@@ -1,0 +1,82 @@
+"""Measured and documented arithmetic of each backend, and the profiles built from it.
+
+Figures in ulps of fp32 (fractional: |computed - exact| / ulp(exact)):
+
+* Triton interpreter (numpy on the CPU): numpy's SIMD float32 ``exp`` is
+  documented to err by at most 2.52 ulp (measured here: 2.44 over 25M arguments
+  in [-104, 0]); division is IEEE (0.5); its fp32 -> bf16 conversion truncates
+  (``_convert_float`` in triton/runtime/interpreter.py rounds toward zero unless
+  asked otherwise: 1 ulp of bf16) and garbles bf16 subnormals (1e-39 becomes
+  4.2e-39, below the smallest normal all the same: tests/test_profiles.py);
+  fp16 conversion is numpy's, to nearest.
+* Triton on NVIDIA: ``tl.exp`` is ``ex2.approx.f32`` of ``x * log2(e)``;
+  measured on an H100 (Triton 3.6) at most 2 + 1.16 |d| ulp, so 2.5 + 1.25 |d|
+  here; ``/`` is ``div.full.f32``, measured at most 2.04 ulp, so 2.5;
+  subnormal results were not flushed (docs/h100-precision-probe.log).
+* Triton on Ascend: nothing is documented and nothing has been measured here;
+  the profile is deliberately loose (exp 4 + 2|d|, division 3 ulp, order-free
+  summation, flushing, conversion toward zero) until it is measured on an NPU.
+* torch on the CPU: Sleef's ``expf_u10`` (1.0 ulp; measured 0.57), a
+  reciprocal then a product (0.5 + 1.0 ulp of the result), conversions to half
+  formats to nearest.  Its sums take different trees for the last dim and
+  other dims, so its profile uses the order-free depth n - 1.
+* torch on CUDA: ``expf`` (2 ulp, CUDA programming guide), an IEEE division
+  or a reciprocal and a product (1.5 ulp covers both), order-free depth.
+* A user's kernel of unknown construction: the loosest of the above.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .bounds import Arithmetic, PrecisionProfile, Reduction
+
+TO_NEAREST = {torch.float16: 0.5, torch.bfloat16: 0.5}
+
+INTERPRETER = Arithmetic(
+    "Triton interpreter (numpy)", exp_ulps=2.6, exp_ulps_per_gap=0.0, div_ulps=0.5,
+    flushes_subnormals=False, downcast_ulps={torch.float16: 0.5, torch.bfloat16: 1.0},
+    subnormal_downcast_unreliable=frozenset({torch.bfloat16}),
+)
+TRITON_NVIDIA = Arithmetic(
+    "Triton on NVIDIA (ex2.approx, div.full)", exp_ulps=2.5, exp_ulps_per_gap=1.25, div_ulps=2.5,
+    flushes_subnormals=False, downcast_ulps=TO_NEAREST,
+)
+TRITON_ASCEND = Arithmetic(
+    "Triton on Ascend (unmeasured, conservative)", exp_ulps=4.0, exp_ulps_per_gap=2.0, div_ulps=3.0,
+    flushes_subnormals=True,
+)
+TORCH_CPU = Arithmetic(
+    "torch on CPU (Sleef exp, reciprocal and product)", exp_ulps=1.0, exp_ulps_per_gap=0.0, div_ulps=1.5,
+    flushes_subnormals=False, downcast_ulps=TO_NEAREST,
+)
+TORCH_CUDA = Arithmetic(
+    "torch on CUDA (expf)", exp_ulps=2.0, exp_ulps_per_gap=0.0, div_ulps=1.5,
+    flushes_subnormals=False, downcast_ulps=TO_NEAREST,
+)
+UNKNOWN = Arithmetic(
+    "unknown kernel (loosest known)", exp_ulps=4.0, exp_ulps_per_gap=2.0, div_ulps=3.0,
+    flushes_subnormals=True,
+)
+
+TRITON_ARITHMETIC = {"cpu": INTERPRETER, "cuda": TRITON_NVIDIA, "npu": TRITON_ASCEND}
+TORCH_ARITHMETIC = {"cpu": TORCH_CPU, "cuda": TORCH_CUDA, "npu": UNKNOWN}
+
+ORDER_FREE = Reduction("sequential")
+
+
+def triton_block_profile(backend: str, num_warps: int) -> PrecisionProfile:
+    """A Triton kernel that sums each row with one ``tl.sum`` over a padded block."""
+    reduction = {
+        "cpu": Reduction("numpy-pairwise-block"),
+        "cuda": Reduction("triton-block", num_warps=num_warps),
+    }.get(backend, ORDER_FREE)
+    return PrecisionProfile(TRITON_ARITHMETIC[backend], reduction)
+
+
+def torch_profile(backend: str) -> PrecisionProfile:
+    return PrecisionProfile(TORCH_ARITHMETIC[backend], ORDER_FREE)
+
+
+def unknown_profile(backend: str) -> PrecisionProfile:
+    return PrecisionProfile(UNKNOWN, ORDER_FREE)

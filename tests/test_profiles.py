@@ -1,0 +1,104 @@
+"""The backend's Triton arithmetic stays inside the precision profile the bounds assume.
+
+The profiles' figures were measured once (oracles/profiles.py); these probes
+measure them again on whatever device runs the suite, so a device or a Triton
+version with worse arithmetic fails here instead of passing loose verdicts.
+"""
+
+import numpy as np
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+from oracles.formats import FP32, format_of, ulp
+from oracles.profiles import TRITON_ARITHMETIC
+
+BLOCK = 1024
+
+
+@triton.jit
+def exp_probe(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    tl.store(y_ptr + offsets, tl.exp(tl.load(x_ptr + offsets, mask=mask)), mask=mask)
+
+
+@triton.jit
+def div_probe(a_ptr, b_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    quotient = tl.load(a_ptr + offsets, mask=mask) / tl.load(b_ptr + offsets, mask=mask)
+    tl.store(y_ptr + offsets, quotient, mask=mask)
+
+
+@triton.jit
+def store_probe(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    tl.store(y_ptr + offsets, tl.load(x_ptr + offsets, mask=mask), mask=mask)  # fp32 -> y's dtype
+
+
+def run(probe, out_dtype, *inputs, device):
+    out = torch.empty(inputs[0].shape, dtype=out_dtype, device=device)
+    n = inputs[0].numel()
+    probe[(triton.cdiv(n, BLOCK),)](*(t.to(device) for t in inputs), out, n, BLOCK=BLOCK)
+    return out.cpu().double().numpy()
+
+
+def generator(seed: int) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+@pytest.fixture
+def arithmetic(backend):
+    return TRITON_ARITHMETIC[backend.name]
+
+
+def test_exp_within_profile(backend, arithmetic, note):
+    g = generator(1)
+    d = torch.cat([-torch.rand(1 << 15, generator=g) * 104, -torch.rand(1 << 13, generator=g)]).float()
+    got = run(exp_probe, torch.float32, d, device=backend.device)
+    gap = d.double().numpy()
+    exact = np.exp(gap)
+    allowed = arithmetic.exp_ulps + arithmetic.exp_ulps_per_gap * np.abs(gap)
+    normal = exact >= FP32.min_normal
+    error = np.abs(got - exact) / ulp(exact, FP32)
+    note(f"tl.exp: max {error[normal].max():.3f} ulp, allowed {allowed[normal].min():.2f}..{allowed.max():.2f}")
+    assert np.all(error[normal] <= allowed[normal])
+    subnormal_error = np.abs(got - exact)[~normal] / FP32.min_subnormal
+    flushed = (got[~normal] == 0) & arithmetic.flushes_subnormals
+    assert np.all((subnormal_error <= allowed[~normal] + 1) | flushed)
+
+
+def test_division_within_profile(backend, arithmetic, note):
+    g = generator(2)
+    a = torch.cat([torch.rand(1 << 15, generator=g), torch.rand(1 << 12, generator=g) * 2.0**-120]).float()
+    b = (torch.rand(a.numel(), generator=g) * 4096 + 1).float()
+    got = run(div_probe, torch.float32, a, b, device=backend.device)
+    exact = a.double().numpy() / b.double().numpy()
+    normal = exact >= FP32.min_normal
+    error = np.abs(got - exact) / ulp(exact, FP32)
+    note(f"division: max {error[normal].max():.3f} ulp, allowed {arithmetic.div_ulps}")
+    assert np.all(error[normal] <= arithmetic.div_ulps)
+    flushed = (got[~normal] == 0) & arithmetic.flushes_subnormals
+    assert np.all((np.abs(got - exact)[~normal] <= (arithmetic.div_ulps + 1) * FP32.min_subnormal) | flushed)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+def test_downcast_within_profile(backend, arithmetic, dtype, note):
+    fmt = format_of(dtype)
+    g = generator(3)
+    x = torch.cat([torch.rand(1 << 14, generator=g),
+                   torch.rand(1 << 12, generator=g) * fmt.min_normal]).float()  # normal, then subnormal in fmt
+    got = run(store_probe, dtype, x, device=backend.device)
+    exact = x.double().numpy()
+    normal = exact >= fmt.min_normal
+    error = np.abs(got - exact) / ulp(exact, fmt)
+    allowed = arithmetic.downcast_ulps.get(dtype, 1.0)
+    note(f"fp32 -> {dtype}: max {error[normal].max():.3f} ulp, allowed {allowed}")
+    assert np.all(error[normal] <= allowed)
+    if dtype in arithmetic.subnormal_downcast_unreliable:
+        assert np.all(np.abs(got[~normal]) < fmt.min_normal)
+    else:
+        assert np.all(error[~normal] <= allowed)
