@@ -17,12 +17,12 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from kernels import torch_softmax
 from kernels.registry import KernelSpec
 from oracles import correctly_rounded
 from oracles.bounds import PrecisionProfile, softmax_bound
 from oracles.correctly_rounded import OracleResult
 from oracles.formats import Format, format_of
-from oracles.profiles import torch_profile
 from oracles.ulp import fractional_ulp_error, ulp_distance
 
 
@@ -102,7 +102,8 @@ class Judgement:
     peer: Errors
     fmt: Format
     inputs: torch.Tensor  # rows, CPU
-    rounded: np.ndarray
+    rounded: np.ndarray  # correctly rounded results
+    exact: np.ndarray  # exact results (float64)
     escalated: int
     replay: str
 
@@ -131,16 +132,23 @@ class Judgement:
         ])
 
 
+def run_kernel(kernel: KernelSpec, x: torch.Tensor, dim: int, mask: torch.Tensor | None = None) -> torch.Tensor:
+    """The kernel's softmax, or its masked softmax when a mask is given."""
+    return kernel.softmax(x, dim) if mask is None else kernel.masked_softmax(x, mask, dim)
+
+
 def judge_softmax(kernel: KernelSpec, backend: str, x: torch.Tensor, dim: int, y: torch.Tensor, *,
-                  replay: str) -> Judgement:
-    """Judge ``y = kernel.softmax(x, dim)`` computed on ``backend``, with torch as the peer."""
+                  mask: torch.Tensor | None = None, replay: str) -> Judgement:
+    """Judge ``y``, the kernel's (masked) softmax of ``x`` on ``backend``, with torch as the peer."""
     if y.shape != x.shape or y.dtype != x.dtype:
         raise AssertionError(f"{kernel.name}: output {tuple(y.shape)} {y.dtype} does not match input "
                              f"{tuple(x.shape)} {x.dtype}; replay: {replay}")
-    oracle = correctly_rounded.softmax(x, dim)
+    oracle = correctly_rounded.softmax(x, dim, mask=mask)
+    logits = x if mask is None else x.masked_fill(~mask, -torch.inf)  # what the bound sees
+    peer = torch_softmax.SPEC
     return Judgement(
-        kernel=measure(kernel.name, x, dim, y, oracle, kernel.precision(backend)),
-        peer=measure("torch", x, dim, torch.softmax(x, dim), oracle, torch_profile(backend)),
-        fmt=format_of(x.dtype), inputs=as_rows(x, dim), rounded=oracle.rounded, escalated=oracle.escalated,
-        replay=replay,
+        kernel=measure(kernel.name, logits, dim, y, oracle, kernel.precision(backend, x, dim)),
+        peer=measure(peer.name, logits, dim, run_kernel(peer, x, dim, mask), oracle, peer.precision(backend, x, dim)),
+        fmt=format_of(x.dtype), inputs=as_rows(x, dim), rounded=oracle.rounded, exact=oracle.exact,
+        escalated=oracle.escalated, replay=replay,
     )

@@ -5,8 +5,9 @@ checks that every input outside them raises a clear ``TypeError`` or
 ``ValueError``.  A kernel is any callable with the signature of
 ``torch.softmax(x, dim)``; ``--kernel package.module:function`` validates one
 that is not registered here.  Such a callable may carry a ``capabilities``
-attribute; without one it is held to the full contract of ``torch.softmax``.
-It may carry a ``precision`` attribute (backend name -> PrecisionProfile);
+attribute (and ``log_softmax`` / ``masked_softmax`` attributes when it declares
+them); without one it is held to the full contract of ``torch.softmax``.
+It may carry a ``precision`` attribute ((backend, x, dim) -> PrecisionProfile);
 without one it is judged with the loosest known arithmetic and an order-free
 summation bound.
 """
@@ -23,6 +24,7 @@ from oracles.bounds import PrecisionProfile
 from oracles.profiles import unknown_profile
 
 Softmax = Callable[[torch.Tensor, int], torch.Tensor]
+MaskedSoftmax = Callable[[torch.Tensor, torch.Tensor, int], torch.Tensor]
 
 HALF_AND_SINGLE = frozenset({torch.float32, torch.float16, torch.bfloat16})
 FLOATING = HALF_AND_SINGLE | {torch.float64}
@@ -34,8 +36,11 @@ class Capabilities:
 
     ``max_row_length`` maps a device type ("cpu", "cuda", "npu") to the longest
     row the kernel handles there; a missing device type means no limit.
-    ``max_offset`` is the largest element offset its index arithmetic can
-    address (2**31 - 1 for 32-bit offsets), or None.
+    ``path_boundaries`` maps a device type to the row lengths where the kernel
+    switches code paths (one block to several, say): the strategies test
+    lengths on both sides of each.  ``max_offset`` is the largest element
+    offset its index arithmetic can address (2**31 - 1 for 32-bit offsets).
+    ``masked`` kernels also provide ``masked_softmax(x, mask, dim)``.
     """
 
     dtypes: frozenset[torch.dtype] = FLOATING
@@ -43,6 +48,7 @@ class Capabilities:
     last_dim_only: bool = False
     unit_column_stride: bool = False  # True: the softmax dim must have stride 1
     max_row_length: Mapping[str, int] = field(default_factory=dict)
+    path_boundaries: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
     max_offset: int | None = None
     log_softmax: bool = False
     masked: bool = False
@@ -92,23 +98,28 @@ def max_offset(x: torch.Tensor) -> int:
     return x.storage_offset() + sum((n - 1) * s for n, s in zip(x.shape, x.stride()))
 
 
-TORCH_CONTRACT = Capabilities(log_softmax=True)
+TORCH_CONTRACT = Capabilities(log_softmax=True, masked=True)
 """The capabilities of torch.softmax itself: any float dtype, rank, dim and layout."""
+
+USER_CONTRACT = Capabilities()
+"""What a bare ``module:function`` is held to: torch.softmax's contract, softmax only."""
 
 
 @dataclass(frozen=True)
 class KernelSpec:
     """A kernel under test.
 
-    ``precision`` maps a backend name ("cpu", "cuda", "npu") to the kernel's
-    precision profile there, from which its error bounds are derived.
+    ``precision(backend, x, dim)`` gives the kernel's precision profile for that
+    call on a backend ("cpu", "cuda", "npu"), from which its error bounds are
+    derived.
     """
 
     name: str
     softmax: Softmax
-    capabilities: Capabilities = TORCH_CONTRACT
+    capabilities: Capabilities = USER_CONTRACT
     log_softmax: Softmax | None = None
-    precision: Callable[[str], PrecisionProfile] = unknown_profile
+    masked_softmax: MaskedSoftmax | None = None
+    precision: Callable[[str, torch.Tensor, int], PrecisionProfile] = unknown_profile
     description: str = ""
 
 
@@ -120,6 +131,8 @@ def register(spec: KernelSpec) -> KernelSpec:
         raise ValueError(f"a kernel named {spec.name!r} is already registered")
     if spec.capabilities.log_softmax != (spec.log_softmax is not None):
         raise ValueError(f"{spec.name}: capabilities.log_softmax must match whether log_softmax is given")
+    if spec.capabilities.masked != (spec.masked_softmax is not None):
+        raise ValueError(f"{spec.name}: capabilities.masked must match whether masked_softmax is given")
     _REGISTRY[spec.name] = spec
     return spec
 
@@ -139,7 +152,11 @@ def resolve(selector: str) -> KernelSpec:
     function = getattr(importlib.import_module(module_name), attribute, None)
     if not callable(function):
         raise ValueError(f"--kernel {selector!r}: {module_name} has no callable {attribute!r}")
-    capabilities = getattr(function, "capabilities", TORCH_CONTRACT)
-    log_softmax = getattr(function, "log_softmax", None) if capabilities.log_softmax else None
-    precision = getattr(function, "precision", unknown_profile)
-    return KernelSpec(selector, function, capabilities, log_softmax, precision, description=f"user kernel {selector}")
+    capabilities = getattr(function, "capabilities", USER_CONTRACT)
+    return KernelSpec(
+        selector, function, capabilities,
+        log_softmax=getattr(function, "log_softmax", None) if capabilities.log_softmax else None,
+        masked_softmax=getattr(function, "masked_softmax", None) if capabilities.masked else None,
+        precision=getattr(function, "precision", unknown_profile),
+        description=f"user kernel {selector}",
+    )

@@ -2,6 +2,8 @@
 
 It declares the full contract (any float dtype, rank, dim and layout), so the
 whole suite runs on it; a failure here is a bug in the suite, not in torch.
+Masked softmax is torch's safe softmax (``torch._safe_softmax``, the op
+behind scaled_dot_product_attention's masking) applied after masked_fill.
 The wrappers only turn torch's refusals (RuntimeError for integer dtypes,
 IndexError for a bad dim) into the TypeError / ValueError the suite asks of
 every kernel; the numbers are torch's.
@@ -24,11 +26,20 @@ def log_softmax(x: torch.Tensor, dim: int) -> torch.Tensor:
     return torch.log_softmax(x, dim)
 
 
+def masked_softmax(x: torch.Tensor, mask: torch.Tensor, dim: int) -> torch.Tensor:
+    """torch's own safe softmax (fully masked rows give 0) on x with masked entries at -inf."""
+    TORCH_CONTRACT.check(x, dim)
+    if mask.dtype != torch.bool or mask.shape != x.shape:
+        raise ValueError(f"mask must be a bool tensor of x's shape {tuple(x.shape)}; got {mask.dtype} {tuple(mask.shape)}")
+    return torch._safe_softmax(x.masked_fill(~mask, -torch.inf), dim)
+
+
 SPEC = register(KernelSpec(
     name="torch",
     softmax=softmax,
     capabilities=TORCH_CONTRACT,
     log_softmax=log_softmax,
+    masked_softmax=masked_softmax,
     precision=torch_profile,
     description="torch.softmax on the same device (the reference implementation)",
 ))

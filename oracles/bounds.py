@@ -20,11 +20,18 @@ Write d_i = x_i - m and f_j = softmax_j = e^{d_j} / S.
 1. Gap rounding.  d~_i = d_i + t_i with t_i = fl(d_i) - d_i known exactly
    from the input, so exp(d~_i) = e^{d_i} e^{t_i}: a relative error
    tau_i = expm1(|t_i|) (zero when the subtraction is exact, as it is for the
-   maximum itself and whenever m = 0 or Sterbenz applies).
+   maximum itself and whenever m = 0 or Sterbenz applies).  Past the gap
+   D_C = 1 - ln(minsub_C) (104.3 for fp32) e^{d_i} is below every subnormal of
+   C: whatever the rounding of d_i (which may even overflow, for logits near
+   -max and +max), the device returns 0 or a few subnormal ulps, so the term
+   counts as lost (relative error 1 on a negligible term) and |d| in the
+   exp's absolute error is capped at D_C.
 2. Exponential.  |exp~(d) - e^d| <= (c0 + c1 |d|) ulp_C(e^d): a constant and,
    for exp computed as exp2(d log2 e), a term growing with |d| from rounding the
    product.  As a relative error a_i = (c0 + c1|d_i|) ulp_C(e_i) / e_i, with the
-   element's own ulp (not the worst case 2u), which keeps the bound tight.
+   element's own ulp (not the worst case 2u), which keeps the bound tight.  An
+   implementation that stores e~_i in the output format O before dividing adds
+   0.5 ulp_O(e_i) / e_i.
 3. Sum.  Each e~_i = e_i (1 + theta_i), |theta_i| <= tau_i + a_i, so the exact
    sum of the e~_i is S (1 + w) with |w| <= sum_i f_i (tau_i + a_i), the
    softmax-weighted mean.  A reduction tree of depth h adds at most
@@ -94,6 +101,8 @@ class Arithmetic:
     # Output dtypes whose conversion may return any value below the smallest
     # normal for a result below it (a flush to zero is the common case).
     subnormal_downcast_unreliable: frozenset[torch.dtype] = frozenset()
+    # exp(x - max) is stored in the output dtype before the division (a double rounding).
+    exp_rounded_to_output: bool = False
     compute: Format = FP32
 
 
@@ -141,6 +150,11 @@ def _numpy_pairwise_depth(n: int) -> int:
     return 1 + max(_numpy_pairwise_depth(half), _numpy_pairwise_depth(n - half))
 
 
+def underflow_gap(c: Format) -> float:
+    """-ln of C's smallest subnormal, plus one: e^-gap beyond it is negligible even as a subnormal."""
+    return -math.log(c.min_subnormal) + 1
+
+
 @dataclass(frozen=True)
 class PrecisionProfile:
     """How one kernel computes on one backend: the device's arithmetic and the kernel's reduction."""
@@ -169,10 +183,17 @@ def softmax_bound(x: np.ndarray, exact: np.ndarray, out: Format, profile: Precis
     with np.errstate(invalid="ignore", over="ignore"):
         peak = np.max(np.where(regular, x, -np.inf), axis=-1, keepdims=True)
         gap = np.where(regular, x - peak, 0.0)
-        tau = np.expm1(np.abs(round_float64(gap, c) - gap) + abs(gap) * 2.0**-53)
-        exp_error = ar.exp_ulps + ar.exp_ulps_per_gap * np.abs(gap)
-        e = np.exp(gap) * (1 + tau)
-        a = exp_error * ulp(e, c) / np.maximum(e, c.min_subnormal)
+        # Past the underflow threshold the term is below C's smallest subnormal: it may be lost
+        # entirely (relative error 1), and only its absolute error, a few subnormal ulps, counts.
+        lost = gap < -underflow_gap(c)
+        tau = np.where(lost, 0.0, np.expm1(np.abs(round_float64(np.where(lost, 0.0, gap), c) - gap)
+                                           + abs(gap) * 2.0**-53))
+        exp_error = ar.exp_ulps + ar.exp_ulps_per_gap * np.minimum(np.abs(gap), underflow_gap(c))
+        e = np.where(lost, 1.0, np.exp(gap) * (1 + tau))  # positive wherever it is used
+        a = exp_error * ulp(e, c) / e
+        if ar.exp_rounded_to_output and out != c:
+            a = a + 0.5 * ulp(e * (1 + a), out) / e
+        a = np.where(lost, 1.0, a)
         w = np.sum(np.where(regular, f * (tau + a), 0.0), axis=-1, keepdims=True)
         # -inf entries add exact zeros, which never round: k terms need at most k - 1 roundings.
         terms = np.sum(regular, axis=-1, keepdims=True)

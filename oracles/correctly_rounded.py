@@ -37,7 +37,7 @@ import torch
 
 from . import mp_softmax
 from .formats import FP64, Format, format_of, round_float64
-from .semantics import fully_masked_rows, minus_inf_result
+from .semantics import empty_after_masking, minus_inf_result
 
 U = 2.0**-53
 EXP64_ULPS = 2.0
@@ -150,7 +150,8 @@ def softmax(
     if mask.dtype != torch.bool or mask.shape != x.shape:
         raise ValueError(f"mask must be a bool tensor of x's shape {tuple(x.shape)}; got {mask.dtype} {tuple(mask.shape)}")
     keep = mask.detach().to("cpu").movedim(dim, -1).reshape(rows.shape).numpy()
-    result = softmax_rows(np.where(keep, rows, -np.inf), fmt)
-    empty = fully_masked_rows(keep)
+    masked = np.where(keep, rows, -np.inf)
+    result = softmax_rows(masked, fmt)
+    empty = empty_after_masking(masked)
     result.rounded[empty], result.exact[empty] = 0.0, 0.0
     return result

@@ -19,10 +19,12 @@ compute to correct rounding.  Signs of zero in the input do not matter
 (``exp(-0) == exp(+0)``).
 
 Masked softmax (``masked_softmax(x, mask, dim)``, ``mask`` True = keep): masked
-entries act as -inf, and a fully masked row gives all zeros rather than NaN.
-This is the "safe softmax" convention of PyTorch's masked paths and attention
-kernels: a query with nothing to attend to contributes nothing, instead of
-poisoning later sums with NaN.
+entries act as -inf (whatever they held, NaN included), and a row left with
+nothing but -inf (fully masked, or whose kept entries are all -inf) gives all
+zeros rather than NaN.  This is the "safe softmax" convention of PyTorch's
+``_safe_softmax`` and of attention kernels: a query with nothing to attend to
+contributes nothing, instead of poisoning later sums with NaN.  A NaN or +inf
+among the kept entries still makes the row NaN.
 """
 
 from __future__ import annotations
@@ -50,6 +52,6 @@ def minus_inf_result(*, log: bool = False) -> float:
 
 
 
-def fully_masked_rows(keep: np.ndarray) -> np.ndarray:
-    """Rows (last axis) of a keep-mask with nothing kept: their masked softmax is all zeros."""
-    return ~keep.any(axis=-1)
+def empty_after_masking(masked: np.ndarray) -> np.ndarray:
+    """Rows (last axis) that are all -inf once masked entries are -inf: their masked softmax is zero."""
+    return np.isneginf(masked).all(axis=-1)

@@ -6,25 +6,22 @@ import torch
 from hypothesis import given
 
 from harness.judge import measure
-from harness.strategies import TESTED_DTYPES, normal_matrices
+from harness.strategies import TESTED_DTYPES, cases
+from kernels.registry import Capabilities
 from oracles import correctly_rounded
 from oracles.bounds import Reduction
 from oracles.formats import format_of, ulp
 from oracles.profiles import torch_profile, unknown_profile
 
 TIGHTNESS = 4  # the bound may exceed the largest observed error by at most this factor
-TORCH_CPU = torch_profile("cpu")
 
 
-def torch_cpu_errors(x: torch.Tensor):
-    return measure("torch", x, -1, torch.softmax(x, -1), correctly_rounded.softmax(x, -1), TORCH_CPU)
-
-
-@given(case=normal_matrices(max_rows=16, max_cols=1024, scales=(1e-3, 1.0, 4.0, 30.0, 300.0)))
+@given(case=cases(Capabilities(), "cpu"))
 def test_torch_on_the_cpu_stays_within_the_bound(case):
-    errors = torch_cpu_errors(case.make("cpu"))
-    worst = errors.summary()
-    assert not errors.violations.any(), f"{case}: {worst}"
+    x, _ = case.make("cpu")
+    errors = measure("torch", x, case.dim, torch.softmax(x, case.dim), correctly_rounded.softmax(x, case.dim),
+                     torch_profile("cpu", x, case.dim))
+    assert not errors.violations.any(), f"{case!r}: {errors.summary()}"
 
 
 def fixed_rows(dtype: torch.dtype) -> torch.Tensor:
@@ -47,7 +44,7 @@ def test_bound_is_tight_on_a_fixed_input_set(kernel, backend, dtype, note):
         pytest.skip(f"{kernel.name} does not declare {dtype}")
     x = fixed_rows(dtype).to(backend.device)
     errors = measure(kernel.name, x, -1, kernel.softmax(x, -1), correctly_rounded.softmax(x, -1),
-                     kernel.precision(backend.name))
+                     kernel.precision(backend.name, x, -1))
     ratio = errors.ratio().max()
     note(f"{dtype}: largest error-to-bound ratio {ratio:.3f} ({errors.profile.name})")
     assert not errors.violations.any()
@@ -68,12 +65,13 @@ def test_an_output_off_by_twice_the_bound_is_caught(dtype):
     x = (torch.randn(8, 300, generator=torch.Generator().manual_seed(4)) * 4).to(dtype)
     y = torch.softmax(x, -1)
     oracle = correctly_rounded.softmax(x, -1)
-    clean = measure("torch", x, -1, y, oracle, TORCH_CPU)
+    profile = torch_profile("cpu", x, -1)
+    clean = measure("torch", x, -1, y, oracle, profile)
     assert not clean.violations.any()
     row, col = np.unravel_index(int(np.argmax(clean.bound)), clean.bound.shape)
     bad = y.clone()
     bad[row, col] = perturbed(float(y[row, col]), oracle.exact[row, col], 2 * clean.bound[row, col], dtype)
-    caught = measure("torch", x, -1, bad, oracle, TORCH_CPU).violations
+    caught = measure("torch", x, -1, bad, oracle, profile).violations
     assert caught[row, col] and caught.sum() == 1
 
 
