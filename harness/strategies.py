@@ -1,46 +1,342 @@
-"""Hypothesis strategies for kernel inputs.
+"""Hypothesis strategies for softmax inputs, composable in the manner of ``hypothesis.extra.numpy``.
 
-Large tensors are not drawn element by element: Hypothesis draws what shapes
-the test (dimensions, dtype, scale, a seed) and torch regenerates the values
-from the seed, so every example is replayed from its printed description.
+Each strategy draws a *recipe*: a small frozen dataclass that says how to build
+a tensor, not the tensor itself.  Hypothesis chooses the structure (shape, the
+softmax dim, the memory layout, the value class, where special values go, a
+seed); torch regenerates the bulk values from the seed.  Large tensors stay
+cheap to draw, and every failure replays from the recipe Hypothesis prints:
+``Case(...).make(device)`` rebuilds the exact tensor.
+
+The building blocks:
+
+* :func:`row_lengths`: 1, primes, 2^k - 1, 2^k, 2^k + 1, lengths around a
+  kernel's code-path boundaries, and anything else up to a cap;
+* :func:`shapes`: rank, softmax dim and sizes (zero-size dims included);
+* :func:`layouts`: contiguous, padded rows, transposed and permuted dims,
+  slices with a step, a storage offset, expanded (stride 0) dims.  Storage the
+  view does not use is filled with NaN, so a kernel that reads the wrong
+  addresses poisons its own output;
+* :func:`value_classes`: normal values from 1e-3 to 1e4, uniform, equal rows,
+  one dominant logit, gaps that underflow exp, values near the dtype's maximum,
+  subnormal inputs, signed zeros;
+* :func:`special_values`: -inf entries, all -inf rows, +inf, NaN;
+* :func:`masks`: keep-masks with partially and fully masked rows;
+* :func:`cases`: all of the above within one kernel's declared capabilities.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, replace
 
 import torch
 from hypothesis import strategies as st
 
+from kernels.registry import Capabilities
+
 TESTED_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
-SCALES = (1e-2, 1.0, 4.0)
+SCALES = (1e-3, 1e-2, 0.1, 1.0, 4.0, 30.0, 1e2, 1e3, 1e4)
+PRIMES = (2, 3, 5, 7, 13, 31, 61, 127, 251, 509, 1021, 2039, 4093, 8191, 16381, 32749, 65521)
 
 
 @dataclass(frozen=True)
-class NormalMatrix:
-    """rows x cols values drawn from N(0, scale^2) with torch's generator seeded by ``seed``."""
+class SizeCaps:
+    """How large one example may be on a backend."""
 
-    rows: int
-    cols: int
+    max_elements: int
+    max_row: int
+
+
+SIZE_CAPS = {
+    "cpu": SizeCaps(max_elements=1 << 15, max_row=4096),  # the interpreter runs ~1 M elements/s
+    "cuda": SizeCaps(max_elements=1 << 22, max_row=1 << 16),
+    "npu": SizeCaps(max_elements=1 << 22, max_row=1 << 14),
+}
+
+
+# ---------------------------------------------------------------------------- shapes
+
+
+def interesting_lengths(limit: int, boundaries: tuple[int, ...] = ()) -> list[int]:
+    """Row lengths where kernels break: 1, primes, around powers of two and code-path boundaries."""
+    around_powers = [n for k in range(1, 31) for n in ((1 << k) - 1, 1 << k, (1 << k) + 1)]
+    around_boundaries = [n for b in boundaries for n in (b - 1, b, b + 1)]
+    return sorted({n for n in [1, *PRIMES, *around_powers, *around_boundaries] if 1 <= n <= limit})
+
+
+def row_lengths(limit: int, boundaries: tuple[int, ...] = ()) -> st.SearchStrategy[int]:
+    """Lengths of the softmax dim: mostly the interesting ones, sometimes anything up to ``limit``."""
+    return st.one_of(st.sampled_from(interesting_lengths(limit, boundaries)), st.integers(1, limit))
+
+
+@st.composite
+def shapes(draw, *, ranks=(1, 2, 3, 4), last_dim_only=False, max_elements=1 << 15, max_row=4096,
+           boundaries: tuple[int, ...] = ()) -> tuple[tuple[int, ...], int]:
+    """(shape, dim): the softmax dim's length from :func:`row_lengths`, other dims small, some zero."""
+    rank = draw(st.sampled_from(sorted(ranks)))
+    dim = rank - 1 if last_dim_only else draw(st.integers(0, rank - 1))
+    n = draw(row_lengths(min(max_row, max_elements), boundaries))
+    room = max(max_elements // n, 1)
+    others = []
+    for _ in range(rank - 1):
+        size = draw(st.integers(0, max(min(room, 64), 1)) | st.sampled_from([1, 3, 17]))
+        size = min(size, room)
+        others.append(size)
+        room = max(room // max(size, 1), 1)
+    others.insert(dim, n)
+    return tuple(others), dim
+
+
+# ---------------------------------------------------------------------------- layouts
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How a logical tensor sits in its storage.
+
+    ``order`` lists the logical dims from outermost to innermost in memory (a
+    transposed or permuted view when not ascending); ``steps`` takes every k-th
+    element along each logical dim (a slice with a step); ``pad`` leaves unused
+    elements after each innermost run; ``offset`` starts the view inside the
+    storage; ``expanded`` dims have stride 0 (one value broadcast along them).
+    """
+
+    order: tuple[int, ...]
+    steps: tuple[int, ...]
+    pad: int = 0
+    offset: int = 0
+    expanded: tuple[int, ...] = ()
+
+    @property
+    def kind(self) -> str:
+        """One label per layout, the most unusual feature first (for reports)."""
+        if self.expanded:
+            return "expanded"
+        if list(self.order) != sorted(self.order):
+            return "transposed" if len(self.order) == 2 else "permuted"
+        if any(step > 1 for step in self.steps):
+            return "sliced"
+        if self.pad:
+            return "padded"
+        return "offset" if self.offset else "contiguous"
+
+    def strides(self, shape: tuple[int, ...]) -> tuple[tuple[int, ...], int]:
+        """Strides of the view before expansion, and the storage size it needs (in elements)."""
+        strides = [0] * len(shape)
+        span = 1
+        for position, d in enumerate(reversed(self.order)):
+            extent = max(shape[d], 1) * self.steps[d] + (self.pad if position == 0 else 0)
+            strides[d] = span * self.steps[d]
+            span *= extent
+        return tuple(strides), self.offset + span
+
+    def view(self, values: torch.Tensor, device) -> torch.Tensor:
+        """Place ``values`` in NaN-filled storage on ``device`` with this layout."""
+        shape = tuple(values.shape)
+        broadcast = [d in self.expanded and n > 0 for d, n in enumerate(shape)]
+        base_shape = tuple(1 if b else n for b, n in zip(broadcast, shape))
+        strides, size = replace(self, expanded=()).strides(base_shape)
+        storage = torch.full((size,), math.nan, dtype=values.dtype, device=device)
+        base = storage.as_strided(base_shape, strides, self.offset)
+        base.copy_(values[tuple(slice(0, 1) if b else slice(None) for b in broadcast)].to(device))
+        return base.expand(shape)
+
+
+CONTIGUOUS = "contiguous"
+
+
+@st.composite
+def layouts(draw, rank: int, dim: int, *, unit_row_stride: bool = False) -> Layout:
+    """Layouts of a rank-``rank`` tensor; ``unit_row_stride`` keeps the softmax dim innermost and dense."""
+    order = list(range(rank))
+    kind = draw(st.sampled_from([CONTIGUOUS, "padded", "transposed", "sliced", "offset", "expanded", "mixed"]))
+    steps = [1] * rank
+    pad = offset = 0
+    expanded: list[int] = []
+    if kind in ("transposed", "mixed") and rank > 1:
+        order = draw(st.permutations(range(rank)))
+        if unit_row_stride:
+            order = [d for d in order if d != dim] + [dim]
+    if kind in ("sliced", "mixed"):
+        steps = [draw(st.sampled_from([1, 2, 3])) for _ in range(rank)]
+        if unit_row_stride:
+            steps[dim] = 1
+    if kind in ("padded", "mixed"):
+        pad = draw(st.integers(1, 17))
+    if kind in ("offset", "mixed"):
+        offset = draw(st.integers(1, 33))
+    if kind == "expanded" and rank > 1:
+        candidates = [d for d in range(rank) if not (unit_row_stride and d == dim)]
+        expanded = [draw(st.sampled_from(candidates))]
+    return Layout(tuple(order), tuple(steps), pad, offset, tuple(expanded))
+
+
+# ---------------------------------------------------------------------------- values
+
+
+@dataclass(frozen=True)
+class Values:
+    """A class of logit values, sampled from a seeded generator in float64 then rounded to the dtype."""
+
+    kind: str
+    scale: float = 1.0
+
+    def sample(self, shape: tuple[int, ...], dtype: torch.dtype, dim: int, g: torch.Generator) -> torch.Tensor:
+        f64 = torch.float64
+        info = torch.finfo(dtype)
+        if math.prod(shape) == 0:
+            return torch.empty(shape, dtype=dtype)
+        if self.kind == "normal":
+            x = torch.randn(shape, generator=g, dtype=f64) * self.scale
+        elif self.kind == "uniform":
+            x = (torch.rand(shape, generator=g, dtype=f64) * 2 - 1) * self.scale
+        elif self.kind == "equal":  # each row constant: the softmax is exactly 1/n
+            x = (torch.randn(shape, generator=g, dtype=f64) * self.scale).amax(dim=dim, keepdim=True).expand(shape)
+        elif self.kind == "dominant":  # one logit far above the rest of its row
+            x = torch.randn(shape, generator=g, dtype=f64)
+            top = torch.randint(0, shape[dim], (*shape[:dim], 1, *shape[dim + 1:]), generator=g)
+            x = x.scatter(dim, top, self.scale)
+        elif self.kind == "underflow":  # gaps so wide that exp underflows to subnormals and zero
+            reach = {torch.float16: 24.0}.get(dtype, 110.0) * self.scale
+            x = -torch.rand(shape, generator=g, dtype=f64) * reach
+        elif self.kind == "near-max":
+            signs = torch.randint(0, 2, shape, generator=g).to(f64) * 2 - 1
+            x = signs * info.max * (1 - torch.rand(shape, generator=g, dtype=f64) * self.scale)
+        elif self.kind == "subnormal":
+            x = (torch.rand(shape, generator=g, dtype=f64) * 2 - 1) * info.smallest_normal
+        elif self.kind == "zeros":  # +0 and -0 mixed
+            x = torch.where(torch.rand(shape, generator=g) < 0.5, 0.0, -0.0).to(f64)
+        else:
+            raise ValueError(f"unknown value class {self.kind!r}")
+        return x.to(dtype)
+
+
+def value_classes() -> st.SearchStrategy[Values]:
+    """Value classes, with the scales that matter for each."""
+    return st.one_of(
+        st.builds(Values, st.just("normal"), st.sampled_from(SCALES)),
+        st.builds(Values, st.just("uniform"), st.sampled_from(SCALES)),
+        st.builds(Values, st.just("equal"), st.sampled_from([1.0, 1e3])),
+        st.builds(Values, st.just("dominant"), st.sampled_from([10.0, 50.0, 200.0])),
+        st.builds(Values, st.just("underflow"), st.sampled_from([0.5, 1.0, 2.0])),
+        st.builds(Values, st.just("near-max"), st.sampled_from([0.5, 1e-3])),
+        st.just(Values("subnormal")),
+        st.just(Values("zeros")),
+    )
+
+
+@dataclass(frozen=True)
+class Specials:
+    """Where special values go: fractions of entries (or of rows, for all -inf rows)."""
+
+    neg_inf: float = 0.0
+    neg_inf_rows: float = 0.0
+    pos_inf: float = 0.0
+    nan: float = 0.0
+
+    @property
+    def kind(self) -> str:
+        present = [name for name, share in (("-inf", self.neg_inf), ("-inf rows", self.neg_inf_rows),
+                                            ("+inf", self.pos_inf), ("nan", self.nan)) if share]
+        return "+".join(present) or "finite"
+
+    def apply(self, x: torch.Tensor, dim: int, g: torch.Generator) -> torch.Tensor:
+        x = x.clone()
+        for value, share in ((-math.inf, self.neg_inf), (math.inf, self.pos_inf), (math.nan, self.nan)):
+            if share:
+                x[torch.rand(x.shape, generator=g) < share] = value
+        if self.neg_inf_rows and x.numel():
+            rows_shape = (*x.shape[:dim], 1, *x.shape[dim + 1:])
+            x = x.masked_fill(torch.rand(rows_shape, generator=g) < self.neg_inf_rows, -math.inf)
+        return x
+
+
+NO_SPECIALS = Specials()
+
+
+def special_values() -> st.SearchStrategy[Specials]:
+    """Mostly finite rows; otherwise some mix of -inf entries, all -inf rows, +inf and NaN."""
+    share = st.sampled_from([0.0, 0.0, 0.01, 0.3])
+    return st.one_of(st.just(NO_SPECIALS), st.builds(Specials, share, share, share, share))
+
+
+@dataclass(frozen=True)
+class Mask:
+    """A keep-mask (True = keep) with a share of entries kept and a share of fully masked rows."""
+
+    keep: float = 0.7
+    empty_rows: float = 0.1
+
+    def sample(self, shape: tuple[int, ...], dim: int, g: torch.Generator) -> torch.Tensor:
+        keep = torch.rand(shape, generator=g) < self.keep
+        rows_shape = (*shape[:dim], 1, *shape[dim + 1:])
+        return keep & ~(torch.rand(rows_shape, generator=g) < self.empty_rows)
+
+
+def masks() -> st.SearchStrategy[Mask]:
+    return st.builds(Mask, st.sampled_from([0.05, 0.5, 0.95, 1.0]), st.sampled_from([0.0, 0.2, 1.0]))
+
+
+# ---------------------------------------------------------------------------- cases
+
+
+@dataclass(frozen=True)
+class Case:
+    """Everything needed to rebuild one input: ``x, mask = case.make(device)``."""
+
+    shape: tuple[int, ...]
+    dim: int
     dtype: torch.dtype
-    scale: float
-    seed: int
+    values: Values = Values("normal")
+    layout: Layout | None = None
+    specials: Specials = NO_SPECIALS
+    mask: Mask | None = None
+    seed: int = 0
 
-    def make(self, device: torch.device | str = "cpu") -> torch.Tensor:
-        generator = torch.Generator().manual_seed(self.seed)
-        values = torch.randn(self.rows, self.cols, generator=generator, dtype=torch.float64) * self.scale
-        return values.to(self.dtype).to(device)
+    def make(self, device="cpu") -> tuple[torch.Tensor, torch.Tensor | None]:
+        g = torch.Generator().manual_seed(self.seed)
+        logits = self.specials.apply(self.values.sample(self.shape, self.dtype, self.dim, g), self.dim, g)
+        layout = self.layout or Layout(tuple(range(len(self.shape))), (1,) * len(self.shape))
+        x = layout.view(logits, device)
+        keep = None if self.mask is None else self.mask.sample(self.shape, self.dim, g).to(device)
+        return x, keep
+
+    @property
+    def layout_kind(self) -> str:
+        return self.layout.kind if self.layout else CONTIGUOUS
+
+    @property
+    def row_length(self) -> int:
+        return self.shape[self.dim]
 
 
-def normal_matrices(
-    *, max_rows: int = 64, max_cols: int = 2048, dtypes=TESTED_DTYPES, scales=SCALES
-) -> st.SearchStrategy[NormalMatrix]:
-    """Matrices of irregular shape (rows 1..max_rows, cols 1..max_cols) and normal values."""
-    return st.builds(
-        NormalMatrix,
-        rows=st.integers(1, max_rows),
-        cols=st.integers(1, max_cols),
-        dtype=st.sampled_from(dtypes),
-        scale=st.sampled_from(scales),
-        seed=st.integers(0, 2**32 - 1),
+def matrix(rows: int, cols: int, dtype=torch.float32, values: Values = Values("normal"), seed: int = 0,
+           **kw) -> Case:
+    """A contiguous rows x cols case (softmax over the last dim): the documents' kind of input."""
+    return Case((rows, cols), 1, dtype, values, seed=seed, **kw)
+
+
+@st.composite
+def cases(draw, capabilities: Capabilities, backend: str, *, dtypes=None, masked: bool = False,
+          specials: bool = True, size: SizeCaps | None = None) -> Case:
+    """Inputs inside ``capabilities`` on ``backend``, of every shape, layout and value class."""
+    caps = size or SIZE_CAPS[backend]
+    usable = sorted(set(dtypes or TESTED_DTYPES + (torch.float64,)) & set(capabilities.dtypes), key=str)
+    dtype = draw(st.sampled_from(usable))
+    # fp64 results are decided by the mpmath tier (~20 us each): keep those examples small.
+    max_elements = caps.max_elements if dtype != torch.float64 else caps.max_elements // 64
+    limit = capabilities.row_limit(backend)
+    max_row = min(caps.max_row, max_elements, limit or caps.max_row)
+    boundaries = tuple(capabilities.path_boundaries.get(backend, ()))
+    shape, dim = draw(shapes(ranks=capabilities.ranks or {1, 2, 3, 4}, last_dim_only=capabilities.last_dim_only,
+                             max_elements=max_elements, max_row=max_row, boundaries=boundaries))
+    return Case(
+        shape=shape,
+        dim=dim,
+        dtype=dtype,
+        values=draw(value_classes()),
+        layout=draw(layouts(len(shape), dim, unit_row_stride=capabilities.unit_column_stride)),
+        specials=draw(special_values()) if specials else NO_SPECIALS,
+        mask=draw(masks()) if masked else None,
+        seed=draw(st.integers(0, 2**32 - 1)),
     )

@@ -5,7 +5,7 @@ import torch
 
 import kernels
 from harness.plugin import KERNELS
-from kernels.registry import TORCH_CONTRACT, Capabilities, resolve
+from kernels.registry import USER_CONTRACT, Capabilities, resolve
 
 
 def test_every_registered_kernel_and_torch_are_selected_by_default(request):
@@ -15,10 +15,11 @@ def test_every_registered_kernel_and_torch_are_selected_by_default(request):
         assert [spec.name for spec in request.config.stash[KERNELS]] == names
 
 
-def test_a_path_resolves_to_a_callable_with_the_torch_contract():
+def test_a_path_resolves_to_a_callable_held_to_torchs_contract():
     spec = resolve("kernels.torch_softmax:softmax")
     assert spec.softmax is kernels.torch_softmax.softmax
-    assert spec.capabilities == TORCH_CONTRACT
+    assert spec.capabilities == USER_CONTRACT
+    assert USER_CONTRACT.refusal(torch.zeros(2, 3, 4).transpose(0, 2), 1) is None
 
 
 def test_a_callable_may_declare_narrower_capabilities(monkeypatch):
@@ -42,7 +43,7 @@ def test_bad_selectors_are_refused(selector, message):
 
 def test_a_user_kernel_path_runs_the_suite(run_pytest):
     result = run_pytest("-v", "--device", "cpu", "--kernel", "kernels.torch_softmax:softmax",
-                        "tests/test_contract.py", "-k", "outside_capabilities")
+                        "tests/test_contract.py", "-k", "refused_exactly")
     assert result.returncode == 0, result.stdout[-2000:]
     assert "kernels: kernels.torch_softmax:softmax" in result.stdout
-    assert "[kernels.torch_softmax:softmax-transposed] PASSED" in result.stdout
+    assert "capabilities[kernels.torch_softmax:softmax] PASSED" in result.stdout

@@ -1,0 +1,51 @@
+"""Regression catalog: one or more explicit inputs per known bug class of softmax kernels.
+
+Each entry is run as a Hypothesis ``@example`` by the accuracy tests (and the
+batch-invariance ones), whatever the random search finds.  An entry outside a
+kernel's declared capabilities is still useful: the kernel must then refuse it
+with a clear error.  ``docs/bug-classes.md`` names, for every bug class, the
+test that catches it.
+"""
+
+import torch
+
+from .strategies import Case, Layout, Mask, Specials, Values, matrix
+
+BF16, FP16, FP32 = torch.bfloat16, torch.float16, torch.float32
+
+CATALOG: dict[str, Case] = {
+    # An all -inf row is NaN (and a fully masked row zero), never a uniform row.
+    "all -inf rows": matrix(6, 37, specials=Specials(neg_inf_rows=0.5), seed=1),
+    # A kernel ignoring the column stride reads a transposed view's wrong elements
+    # (the NaN-filled storage around a padded or sliced view shows up too).
+    "column stride ignored (transposed)": Case((64, 50), 1, FP32, layout=Layout((1, 0), (1, 1)), seed=2),
+    "column stride ignored (sliced)": Case((16, 40), 1, FP32, layout=Layout((0, 1), (1, 2)), seed=3),
+    # A row of 4096 equal bf16 logits: exactly 1/4096 each; a bf16 sum saturates at 256.
+    "half-precision accumulation": matrix(2, 4096, BF16, Values("equal"), seed=4),
+    "half-precision accumulation (fp16)": matrix(2, 4096, FP16, Values("equal"), seed=5),
+    # Ordinary rows: an approximate exp or reciprocal lands beyond the derived bound.
+    "approximate exp or division": matrix(8, 781, FP32, Values("normal", 4.0), seed=6),
+    # Results below the smallest normal: flushed to zero where the kernel claims otherwise.
+    "subnormal results flushed (fp32)": matrix(8, 300, FP32, Values("underflow", 1.0), seed=7),
+    "subnormal results flushed (fp16)": matrix(8, 300, FP16, Values("underflow", 1.0), seed=8),
+    # tl.max ignores NaN; the row must still be all NaN.
+    "NaN dropped by the max": matrix(8, 33, specials=Specials(nan=0.05), seed=9),
+    # All logits negative and a row length that is not a power of two: padding lanes
+    # loaded with 0 instead of -inf become the maximum and add exp(0 - max) to the sum.
+    "masked lanes loaded with 0": matrix(8, 781, FP32, Values("underflow", 0.2), seed=10),
+    # Lengths on either side of a power of two: an off-by-one mask drops or adds a column.
+    "mask off by one (2^k + 1)": matrix(3, 129, seed=11),
+    "mask off by one (2^k - 1)": matrix(3, 127, seed=12),
+    # Logits far above 88: exp overflows unless the maximum is subtracted first.
+    "no max subtraction": matrix(4, 100, FP32, Values("dominant", 200.0), seed=13),
+    # Row counts that are not a multiple of the persistent program count: a skipped last row
+    # or a row never written (its output left uninitialised) shows as garbage.
+    "last row of the grid-stride loop skipped": matrix(9, 64, seed=14),
+    "output rows left uninitialised": matrix(37, 100, seed=15),
+    # The output must be laid out for the output, not with the input's padded row stride.
+    "output stored with the input's stride": Case((16, 100), 1, FP32, layout=Layout((0, 1), (1, 1), pad=7), seed=16),
+    # Values near the dtype's maximum: x - max must not overflow into NaN.
+    "logits near the dtype's maximum": matrix(4, 64, FP16, Values("near-max", 0.5), seed=17),
+    # Masks: a fully masked row is zero, a partly masked row a softmax of what is kept.
+    "fully and partly masked rows": matrix(8, 100, FP32, mask=Mask(keep=0.5, empty_rows=0.3), seed=18),
+}

@@ -1,0 +1,205 @@
+"""Metamorphic properties: relations between a kernel's outputs on related inputs.
+
+Bitwise where the algorithm makes it exact (shift invariance, batch invariance,
+determinism, equal inputs), otherwise within the derived bounds (permutation,
+dim equivalence, row sums).  Each property is its own test so that a caught bug
+names the property it broke.
+"""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import assume, example, given
+from hypothesis import strategies as st
+
+from harness.catalog import CATALOG
+from harness.judge import as_rows, describe_input, judge_softmax
+from harness.strategies import Case, cases
+from oracles.formats import format_of, ulp
+
+BATCH_SIZES = (1, 2, 5, 64)
+
+
+def bits(t: torch.Tensor) -> torch.Tensor:
+    return t.detach().cpu().contiguous().view({2: torch.int16, 4: torch.int32, 8: torch.int64}[t.element_size()])
+
+
+def assert_bitwise_equal(a: torch.Tensor, b: torch.Tensor, what: str) -> None:
+    differ = bits(a) != bits(b)
+    if differ.any():
+        first = tuple(int(i) for i in differ.nonzero()[0])
+        raise AssertionError(f"{what}: {int(differ.sum())} of {differ.numel()} elements differ, first at {first}: "
+                             f"{float(a.cpu()[first])!r} vs {float(b.cpu()[first])!r}")
+
+
+def make(kernel, backend, case: Case) -> torch.Tensor:
+    x, _ = case.make(backend.device)
+    assume(kernel.capabilities.refusal(x, case.dim) is None)
+    return x
+
+
+def judge(kernel, backend, x, dim, y=None, what=""):
+    y = kernel.softmax(x, dim) if y is None else y
+    verdict = judge_softmax(kernel, backend.name, x, dim, y, replay=f"{what}{describe_input(x, dim)}")
+    assert verdict.ok, verdict.explain()
+    return verdict
+
+
+def rows_kernel_applies(kernel) -> bool:
+    caps = kernel.capabilities
+    return caps.ranks is None or 2 in caps.ranks
+
+
+def input_space(kernel, backend):
+    return cases(kernel.capabilities, backend.name)
+
+
+def catalog_examples(test):
+    for case in CATALOG.values():
+        if case.mask is None:
+            test = example(case=case)(test)
+    return test
+
+
+def exact_shift(x: torch.Tensor) -> float | None:
+    """A shift c with x + c exact for every finite entry (so max-subtraction sees identical gaps)."""
+    finite = x[torch.isfinite(x)].double()
+    if finite.numel() == 0:
+        return 1.0
+    c = float(ulp(np.array([finite.abs().max().item()]), format_of(x.dtype))[0])
+    for shift in (c, -c, 2 * c, 64 * c):
+        moved = (finite + shift).to(x.dtype).double()
+        if torch.equal(moved, finite + shift) and torch.isfinite(moved).all():
+            return shift
+    return None
+
+
+def test_shift_invariance_is_bitwise(kernel, backend):
+    @given(case=input_space(kernel, backend))
+    @catalog_examples
+    def check(case):
+        x = make(kernel, backend, case)
+        c = exact_shift(x)
+        assume(c is not None)
+        shifted = (x.double() + c).to(x.dtype)  # exact for finite entries; -inf, +inf, NaN stay
+        assert_bitwise_equal(kernel.softmax(shifted, case.dim), kernel.softmax(x, case.dim),
+                             f"softmax(x + {c!r}) vs softmax(x) for {case!r}")
+
+    check()
+
+
+def test_permutation_equivariance(kernel, backend):
+    @given(case=input_space(kernel, backend), seed=st.integers(0, 2**16))
+    def check(case, seed):
+        x = make(kernel, backend, case)
+        n = x.shape[case.dim]
+        perm = torch.randperm(n, generator=torch.Generator().manual_seed(seed)).to(x.device)
+        permuted = x.index_select(case.dim, perm)
+        assume(kernel.capabilities.refusal(permuted, case.dim) is None)
+        y, y_perm = kernel.softmax(x, case.dim), kernel.softmax(permuted, case.dim)
+        within_each_others_bounds(kernel, backend, permuted, case.dim, y.index_select(case.dim, perm), y_perm)
+
+    check()
+
+
+def within_each_others_bounds(kernel, backend, x, dim, a, b) -> None:
+    """Two outputs for the input x: each within its bound, so |a - b| <= (B_a + B_b) ulp(exact)."""
+    ja, jb = judge(kernel, backend, x, dim, a), judge(kernel, backend, x, dim, b)
+    regular = ~ja.kernel.special
+    gap = np.abs(ja.kernel.outputs.double().numpy() - jb.kernel.outputs.double().numpy())
+    allowed = (ja.kernel.bound + jb.kernel.bound) * ulp(ja.exact, ja.fmt)
+    assert np.all(gap[regular] <= allowed[regular])
+    assert np.array_equal(np.isnan(ja.kernel.outputs.double().numpy()), np.isnan(jb.kernel.outputs.double().numpy()))
+
+
+@pytest.mark.parametrize("batch", BATCH_SIZES)
+def test_batch_invariance_is_bitwise(kernel, backend, batch):
+    if not rows_kernel_applies(kernel):
+        pytest.skip(f"{kernel.name} takes no 2-D input")
+
+    @given(case=input_space(kernel, backend), where=st.sampled_from(["first", "middle", "last"]),
+           seed=st.integers(0, 2**16))
+    def check(case, where, seed):
+        x = make(kernel, backend, case)
+        rows = as_rows(x, case.dim).to(backend.device)
+        assume(rows.shape[0] > 0 and rows.shape[1] > 0)
+        alone = kernel.softmax(rows, -1)
+        others = (torch.randn(batch, rows.shape[1], generator=torch.Generator().manual_seed(seed)) * 4)
+        others = others.to(rows.dtype).to(backend.device)
+        at = {"first": 0, "middle": batch // 2, "last": batch}[where]
+        for r in {0, rows.shape[0] - 1}:
+            batched = torch.cat([others[:at], rows[r:r + 1], others[at:]])
+            inside = kernel.softmax(batched, -1)[at]
+            assert_bitwise_equal(inside, alone[r], f"row {r} at position {at} of {batch + 1} rows vs in its "
+                                                   f"own batch of {rows.shape[0]}, {case!r}")
+
+    check()
+
+
+def test_run_to_run_determinism_is_bitwise(kernel, backend):
+    @given(case=input_space(kernel, backend))
+    @catalog_examples
+    def check(case):
+        x = make(kernel, backend, case)
+        assert_bitwise_equal(kernel.softmax(x, case.dim), kernel.softmax(x, case.dim), f"two runs of {case!r}")
+
+    check()
+
+
+def test_outputs_lie_in_the_unit_interval_and_rows_sum_to_one(kernel, backend):
+    @given(case=input_space(kernel, backend))
+    @catalog_examples
+    def check(case):
+        x = make(kernel, backend, case)
+        verdict = judge(kernel, backend, x, case.dim)
+        y = verdict.kernel.outputs.double().numpy()
+        defined = ~np.isnan(verdict.rounded).any(axis=-1)  # rows whose exact softmax is a number
+        assert np.all((y[defined] >= 0) & (y[defined] <= 1)), f"outputs outside [0, 1] for {case!r}"
+        errors = np.where(verdict.kernel.special, 0.0, verdict.kernel.bound) * ulp(verdict.rounded, verdict.fmt)
+        for row in np.flatnonzero(defined):
+            total = math.fsum(y[row])
+            allowed = math.fsum(errors[row]) if y.shape[1] else 0.0
+            expected = 1.0 if y.shape[1] else 0.0
+            assert abs(total - expected) <= allowed, f"row {row} sums to {total!r} (allowed {allowed:.3g}), {case!r}"
+
+    check()
+
+
+def test_monotonicity_within_rows(kernel, backend):
+    @given(case=input_space(kernel, backend))
+    @catalog_examples
+    def check(case):
+        x = make(kernel, backend, case)
+        inputs = as_rows(x, case.dim).double()
+        outputs = as_rows(kernel.softmax(x, case.dim), case.dim).double()
+        for xs, ys in zip(inputs, outputs):
+            if torch.isnan(xs).any() or torch.isposinf(xs).any() or torch.isneginf(xs).all():
+                continue
+            order = torch.argsort(xs, stable=True)
+            xs, ys = xs[order], ys[order]
+            rises = ys[1:] < ys[:-1]
+            assert not rises.any(), f"x {xs[:-1][rises][0].item()!r} <= {xs[1:][rises][0].item()!r} but softmax " \
+                                    f"{ys[:-1][rises][0].item()!r} > {ys[1:][rises][0].item()!r}, {case!r}"
+            ties = xs[1:] == xs[:-1]
+            assert torch.equal(ys[1:][ties], ys[:-1][ties]), f"equal logits, unequal softmax, {case!r}"
+
+    check()
+
+
+def test_dim_equivalence(kernel, backend):
+    if kernel.capabilities.last_dim_only:
+        pytest.skip(f"{kernel.name} normalises the last dim only")
+
+    @given(case=input_space(kernel, backend))
+    def check(case):
+        x = make(kernel, backend, case)
+        assume(x.dim() >= 2)
+        moved = x.movedim(case.dim, -1)
+        assume(kernel.capabilities.refusal(moved, -1) is None)
+        here = kernel.softmax(x, case.dim)
+        there = kernel.softmax(moved, -1).movedim(-1, case.dim)
+        within_each_others_bounds(kernel, backend, x, case.dim, here, there)
+
+    check()
