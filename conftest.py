@@ -22,7 +22,9 @@ import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis.database import DirectoryBasedExampleDatabase
 
-pytest_plugins = ["harness.plugin"]
+from harness.profiles import active_profile, default_profile
+
+pytest_plugins = ["harness.payload", "harness.plugin", "report.plugin"]
 
 CI_EXAMPLES = 25
 EXAMPLES_DIR = os.environ.get("SOFTMAX_SUITE_EXAMPLES")
@@ -35,12 +37,10 @@ if DATABASE is None:
 else:
     settings.register_profile("ci", max_examples=CI_EXAMPLES, database=DATABASE, **common)
 settings.register_profile("nightly", max_examples=10 * CI_EXAMPLES, database=DATABASE, **common)
-DEFAULT_PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev")
-settings.load_profile(DEFAULT_PROFILE)
+settings.load_profile(default_profile())
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
-    profile = config.getoption("hypothesis_profile", None) or DEFAULT_PROFILE
-    if DATABASE is not None and profile == "ci" and config.getoption("hypothesis_seed", None) is None:
+    if DATABASE is not None and active_profile(config) == "ci" and config.getoption("hypothesis_seed", None) is None:
         config.option.hypothesis_seed = "0"  # read by Hypothesis's own pytest_configure, after this one

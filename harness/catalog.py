@@ -1,7 +1,7 @@
 """Regression catalog: one or more explicit inputs per known bug class of softmax kernels.
 
-Each entry is run as a Hypothesis ``@example`` by the accuracy tests (and the
-batch-invariance ones), whatever the random search finds.  An entry outside a
+Each entry is run as a Hypothesis ``@example`` by the accuracy and metamorphic
+tests, whatever the random search finds.  An entry outside a
 kernel's declared capabilities is still useful: the kernel must then refuse it
 with a clear error.  ``docs/bug-classes.md`` names, for every bug class, the
 test that catches it.
@@ -11,7 +11,7 @@ import torch
 
 from .strategies import Case, Layout, Mask, Specials, Values, matrix
 
-BF16, FP16, FP32 = torch.bfloat16, torch.float16, torch.float32
+BF16, FP16, FP32, FP64 = torch.bfloat16, torch.float16, torch.float32, torch.float64
 
 CATALOG: dict[str, Case] = {
     # An all -inf row is NaN (and a fully masked row zero), never a uniform row.
@@ -49,3 +49,12 @@ CATALOG: dict[str, Case] = {
     # Masks: a fully masked row is zero, a partly masked row a softmax of what is kept.
     "fully and partly masked rows": matrix(8, 100, FP32, mask=Mask(keep=0.5, empty_rows=0.3), seed=18),
 }
+
+
+# One input per dtype and value class, so that every report category exists in every run,
+# whatever Hypothesis draws (the regression gate fails on a category that disappears).
+SWEEP_VALUES = (Values("normal", 4.0), Values("uniform", 30.0), Values("equal", 1.0), Values("dominant", 50.0),
+                Values("underflow", 1.0), Values("near-max", 0.5), Values("subnormal"), Values("zeros"))
+SWEEP: list[Case] = [matrix(4, 97, dtype, values, seed=100 + i)
+                     for i, (dtype, values) in enumerate((d, v) for d in (FP32, FP16, BF16, FP64) for v in SWEEP_VALUES)]
+MASKED_SWEEP: list[Case] = [Case(c.shape, c.dim, c.dtype, c.values, mask=Mask(), seed=c.seed) for c in SWEEP]

@@ -8,10 +8,15 @@ Each hook does one job:
 * ``pytest_report_header``: what ran where, with versions;
 * ``pytest_generate_tests``: one test per kernel for tests that take ``kernel``;
 * ``pytest_terminal_summary``: figures that tests report with the ``note``
-  fixture (they travel on test reports, so they survive ``pytest -n``).
+  fixture (they travel on test reports, see :mod:`harness.payload`).
+
+Under ``pytest -n`` each worker also takes its share of the CPU threads:
+workers each running torch with every core would oversubscribe the machine.
 """
 
 from __future__ import annotations
+
+import os
 
 import hypothesis
 import mpmath
@@ -19,11 +24,12 @@ import numpy
 import pytest
 import torch
 
+from . import payload
 from .backend import CHOICES, Backend, BackendError, activate
 
 BACKEND = pytest.StashKey[Backend]()
 KERNELS = pytest.StashKey[list]()
-NOTE = "softmax-suite-note"
+NOTES = "notes"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -41,6 +47,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    torch.set_num_threads(max(1, (os.cpu_count() or 1) // workers))
     try:
         config.stash[BACKEND] = activate(config.getoption("device"))
     except BackendError as error:
@@ -83,19 +91,17 @@ def note(request: pytest.FixtureRequest):
     """Record a line for the end-of-run summary: ``note("escalation rate 1e-5")``."""
 
     def record(text: str) -> None:
-        request.node.user_properties.append((NOTE, f"{request.node.nodeid}: {text}"))
+        payload.add(request.node, NOTES, f"{request.node.nodeid}: {text}")
 
     return record
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
     lines = sorted(
-        value
+        line
         for reports in terminalreporter.stats.values()
         for report in reports
-        if getattr(report, "when", None) == "call"
-        for key, value in getattr(report, "user_properties", ())
-        if key == NOTE
+        for line in payload.of(report, NOTES)
     )
     if lines:
         terminalreporter.write_sep("-", "softmax suite figures")

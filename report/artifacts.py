@@ -1,0 +1,160 @@
+"""The accuracy report on disk: accuracy.json, summary.md, PNG plots and an offline index.html."""
+
+from __future__ import annotations
+
+import html
+import json
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only, no display
+import matplotlib.pyplot as plt  # noqa: E402
+
+from .summary import ULP_BUCKETS  # noqa: E402
+
+SCHEMA_VERSION = 1
+COLUMNS = ("category", "records", "elements", "max ULP", "mean ULP", "% correctly rounded", "worst ratio",
+           "violations", "torch max ULP", "torch mean ULP", "torch % CR")
+
+
+def shown(value, spec: str, scale: float = 1.0) -> str:
+    """A statistic for a table; "-" where it is undefined (no element in the category)."""
+    return "-" if value is None else format(value * scale, spec)
+
+
+def category_rows(groups: dict) -> list[tuple]:
+    rows = []
+    for key, stats in groups.items():
+        k, t = stats["kernel"], stats["torch"]
+        rows.append((key, stats["records"], stats["elements"], shown(k["max_ulp"], ".0f"), shown(k["mean_ulp"], ".3f"),
+                     shown(k["correctly_rounded"], ".1f", 100), shown(k["worst_ratio"], ".3f"), k["violations"],
+                     shown(t["max_ulp"], ".0f"), shown(t["mean_ulp"], ".3f"), shown(t["correctly_rounded"], ".1f", 100)))
+    return rows
+
+
+def write_json(directory: Path, run: dict, categories: dict, records: list, missing: list) -> Path:
+    path = directory / "accuracy.json"
+    document = {"schema_version": SCHEMA_VERSION, "run": run, "categories": categories,
+                "missing_records": missing, "records": records}
+    path.write_text(json.dumps(document, indent=1, sort_keys=True) + "\n")
+    return path
+
+
+def write_markdown(directory: Path, run: dict, categories: dict, missing: list, gate: list[str]) -> Path:
+    lines = ["# Softmax accuracy report", "",
+             f"{run['backend']} on {run['device']}; profile `{run['profile']}`; commit `{run['git_commit']}`; "
+             f"{run['started']}", "",
+             ", ".join(f"{name} {version}" for name, version in sorted(run["versions"].items())), ""]
+    for kernel, groups in categories.items():
+        lines += [f"## {kernel}", "", "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+        lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in category_rows(groups)]
+        lines.append("")
+    if missing:
+        lines += ["## Tests without a record", ""] + [f"- `{test}`" for test in missing] + [""]
+    if gate:
+        lines += ["## Regression gate", "", "```", *gate, "```", ""]
+    path = directory / "summary.md"
+    path.write_text("\n".join(lines))
+    return path
+
+
+def plot_histograms(directory: Path, categories: dict) -> Path:
+    """Share of elements per ULP bucket, per dtype: each kernel, and torch on the same inputs."""
+    dtypes = sorted({key.split("/")[1] for groups in categories.values() for key in groups})
+    figure, axes = plt.subplots(len(dtypes), 1, figsize=(9, 2.8 * len(dtypes)), squeeze=False)
+    positions = range(len(ULP_BUCKETS))
+    for axis, dtype in zip(axes[:, 0], dtypes):
+        series = {}
+        for kernel, groups in categories.items():
+            mine = [stats for key, stats in groups.items() if key.split("/")[1] == dtype]
+            sides = [("kernel", kernel)] + ([] if kernel == "torch" else [("torch", f"torch on {kernel}'s inputs")])
+            for side, label in sides:
+                series[label] = [sum(stats[side]["ulp_histogram"][i] for stats in mine) for i in positions]
+        width = 0.8 / max(len(series), 1)
+        for index, (label, counts) in enumerate(series.items()):
+            total = sum(counts) or 1
+            axis.bar([p + index * width for p in positions], [c / total for c in counts], width, label=label)
+        axis.set_xticks([p + 0.4 - width / 2 for p in positions], ULP_BUCKETS, fontsize=8)
+        axis.set_yscale("log")
+        axis.set_ylim(top=1.5)
+        axis.set_ylabel("share of elements")
+        axis.set_title(f"{dtype}: ULP distance to the correctly rounded result")
+        axis.legend(fontsize=8)
+    figure.tight_layout()
+    path = directory / "ulp_histograms.png"
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return path
+
+
+def plot_scatter(directory: Path, records: list, name: str, x, y, xlabel: str, ylabel: str, title: str,
+                 diagonal: bool = False) -> Path:
+    figure, axis = plt.subplots(figsize=(7, 4.5))
+    for kernel in sorted({r["kernel"] for r in records}):
+        mine = [r for r in records if r["kernel"] == kernel]
+        axis.scatter([x(r) for r in mine], [y(r) for r in mine], s=10, alpha=0.6, label=kernel)
+    if diagonal:
+        top = max([max(x(r), y(r)) for r in records] + [1])
+        axis.plot([0.5, top], [0.5, top], color="grey", linewidth=0.8, label="kernel = torch")
+    axis.set_xscale("symlog", linthresh=1)
+    axis.set_yscale("symlog", linthresh=1)
+    axis.set(xlabel=xlabel, ylabel=ylabel, title=title)
+    axis.legend(fontsize=8)
+    figure.tight_layout()
+    path = directory / name
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return path
+
+
+def write_html(directory: Path, run: dict, categories: dict, missing: list, gate: list[str],
+               images: list[Path]) -> Path:
+    esc = html.escape
+    parts = [
+        "<!doctype html><html><head><meta charset='utf-8'><title>Softmax accuracy report</title>",
+        "<style>body{font-family:sans-serif;margin:2em;max-width:80em}table{border-collapse:collapse;"
+        "font-size:0.85em;margin-bottom:1.5em}td,th{border:1px solid #bbb;padding:0.2em 0.5em;text-align:right}"
+        "td:first-child,th:first-child{text-align:left}th{background:#eee}.bad{background:#fdd}"
+        "img{max-width:100%;border:1px solid #ddd;margin:0.5em 0}pre{background:#f6f6f6;padding:1em}</style>",
+        "</head><body><h1>Softmax accuracy report</h1>",
+        f"<p>{esc(run['backend'])} on {esc(run['device'])}; profile <code>{esc(run['profile'])}</code>; "
+        f"commit <code>{esc(str(run['git_commit']))}</code>; {esc(run['started'])}</p>",
+        "<p>" + esc(", ".join(f"{n} {v}" for n, v in sorted(run["versions"].items()))) + "</p>",
+    ]
+    for kernel, groups in categories.items():
+        parts.append(f"<h2>{esc(kernel)}</h2><table><tr>" + "".join(f"<th>{esc(c)}</th>" for c in COLUMNS) + "</tr>")
+        for row in category_rows(groups):
+            css = " class='bad'" if row[7] else ""
+            parts.append(f"<tr{css}>" + "".join(f"<td>{esc(str(cell))}</td>" for cell in row) + "</tr>")
+        parts.append("</table>")
+    if missing:
+        parts.append("<h2>Tests without a record</h2><ul>" + "".join(f"<li><code>{esc(t)}</code></li>"
+                                                                      for t in missing) + "</ul>")
+    if gate:
+        parts.append("<h2>Regression gate</h2><pre>" + esc("\n".join(gate)) + "</pre>")
+    parts.append("<h2>Plots</h2>" + "".join(f"<p><img src='{esc(p.name)}' alt='{esc(p.stem)}'></p>" for p in images))
+    parts.append("</body></html>")
+    path = directory / "index.html"
+    path.write_text("\n".join(parts))
+    return path
+
+
+def write_all(directory: Path, run: dict, categories: dict, records: list, missing: list,
+              gate: list[str]) -> list[Path]:
+    directory.mkdir(parents=True, exist_ok=True)
+    images = []
+    if records:
+        images = [
+            plot_histograms(directory, categories),
+            plot_scatter(directory, records, "max_ulp_by_row_length.png", lambda r: r["row_length"],
+                         lambda r: r["kernel_errors"]["max_ulp"], "row length", "max ULP of the input",
+                         "Largest ULP error against row length"),
+            plot_scatter(directory, records, "kernel_vs_torch.png", lambda r: r["torch_errors"]["max_ulp"],
+                         lambda r: r["kernel_errors"]["max_ulp"], "torch.softmax max ULP (same input)",
+                         "kernel max ULP", "Kernel against torch, per input", diagonal=True),
+        ]
+    return [write_json(directory, run, categories, records, missing),
+            write_markdown(directory, run, categories, missing, gate),
+            *images,
+            write_html(directory, run, categories, missing, gate, images)]

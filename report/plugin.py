@@ -1,0 +1,207 @@
+"""Accuracy records, reports and the regression gate, as a pytest plugin.
+
+* ``accuracy_record`` (fixture): a test hands it one record per check; the
+  records ride on the test's report (:mod:`harness.payload`) to the xdist
+  controller.
+* ``pytest_runtest_makereport``: marks the setup report of every test that
+  takes the fixture, so the controller knows which records to expect even when
+  a worker dies mid-test.
+* ``pytest_configure``: validates ``--accuracy-baseline`` early, loads the
+  baseline's Hypothesis profile, and registers the controller's
+  :class:`Gatherer`, which gathers records, writes ``--accuracy-report DIR``,
+  runs the gate (a failing gate fails the run) or ``--update-baseline``, and
+  prints the table per kernel and category.
+"""
+
+from __future__ import annotations
+
+import datetime
+import platform
+import subprocess
+from pathlib import Path
+
+import pytest
+from hypothesis import settings
+
+from harness import payload
+from harness.plugin import BACKEND
+from harness.profiles import active_profile
+
+from . import artifacts, baseline
+from .artifacts import shown
+from .summary import categorize
+
+RECORDS = "records"
+EXPECTS = "softmax_expects_records"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("softmax", "softmax accuracy suite")
+    group.addoption("--accuracy-report", metavar="DIR", help="write accuracy.json, summary.md, plots, index.html")
+    group.addoption("--accuracy-baseline", metavar="FILE|auto",
+                    help="fail when a category's accuracy regresses against this baseline "
+                         "('auto': baselines/<backend>.json); the run uses the baseline's Hypothesis profile")
+    group.addoption("--update-baseline", action="store_true",
+                    help="write this run's categories to the --accuracy-baseline file instead of gating")
+
+
+def is_controller(config: pytest.Config) -> bool:
+    return not hasattr(config, "workerinput")
+
+
+def baseline_path(config: pytest.Config) -> Path | None:
+    option = config.getoption("accuracy_baseline")
+    if option is None:
+        return None
+    return baseline.default_path(config.stash[BACKEND].name) if option == "auto" else Path(option)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if is_controller(config):
+        config.pluginmanager.register(Gatherer(config), "softmax-accuracy-gatherer")
+    path = baseline_path(config)
+    if config.getoption("update_baseline"):
+        if path is None:
+            raise pytest.UsageError("--update-baseline needs --accuracy-baseline FILE|auto")
+        if not settings.default.derandomize and config.getoption("hypothesis_seed") is None:
+            raise pytest.UsageError("a baseline must come from a derandomised run: add --hypothesis-profile ci")
+        return
+    if path is None:
+        return
+    try:
+        reference = baseline.load(path, config.stash[BACKEND].name)
+    except baseline.BaselineError as error:
+        raise pytest.UsageError(str(error)) from None
+    chosen = config.getoption("hypothesis_profile")
+    if chosen is not None and chosen != reference["profile"]:
+        raise pytest.UsageError(f"the baseline was made with Hypothesis profile {reference['profile']!r}; "
+                                f"this run asks for {chosen!r}: their statistics are not comparable")
+    settings.load_profile(reference["profile"])
+
+
+@pytest.fixture
+def accuracy_record(request: pytest.FixtureRequest):
+    """``accuracy_record(record)``: keep one record (see :mod:`report.records`) for the report."""
+
+    def keep(record: dict) -> None:
+        example = len(request.node.stash.get(payload.PAYLOAD, {}).get(RECORDS, []))
+        payload.add(request.node, RECORDS, {**record, "test": request.node.nodeid, "example": example})
+
+    return keep
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    outcome = yield
+    report = outcome.get_result()
+    if report.when == "setup":
+        setattr(report, EXPECTS, "accuracy_record" in getattr(item, "fixturenames", ()))
+
+
+def run_metadata(config: pytest.Config) -> dict:
+    import hypothesis
+    import mpmath
+    import numpy
+    import torch
+    import triton
+
+    backend = config.stash[BACKEND]
+    seed = config.getoption("hypothesis_seed")
+    return {
+        "backend": backend.name,
+        "device": backend.device_name,
+        "profile": active_profile(config),
+        "seed": "derandomized" if settings.default.derandomize else (seed or "random"),
+        "git_commit": git_commit(config.rootpath),
+        "started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "versions": {"python": platform.python_version(), "torch": torch.__version__, "triton": triton.__version__,
+                     "hypothesis": hypothesis.__version__, "mpmath": mpmath.__version__,
+                     "numpy": numpy.__version__},
+    }
+
+
+def git_commit(root: Path) -> str:
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True,
+                                check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
+                               capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return commit + ("-dirty" if dirty else "")
+
+
+class Gatherer:
+    """The controller's side: gathers records and turns them into the report and the verdict."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.records: list[dict] = []
+        self.expected: set[str] = set()
+        self.recorded: set[str] = set()
+        self.skipped: set[str] = set()
+        self.categories: dict = {}
+        self.findings: list[baseline.Finding] = []
+        self.written: list[Path] = []
+
+    @property
+    def missing(self) -> list[str]:
+        return sorted(self.expected - self.recorded - self.skipped)
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.when == "setup" and getattr(report, EXPECTS, False):
+            self.expected.add(report.nodeid)
+        records = payload.of(report, RECORDS)
+        if records:
+            self.recorded.add(report.nodeid)
+            self.records.extend(records)
+        if report.skipped:
+            self.skipped.add(report.nodeid)
+
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        config = self.config
+        self.records.sort(key=lambda r: (r["test"], r["example"]))
+        self.categories = categorize(self.records)
+        path = baseline_path(config)
+        directory = config.getoption("accuracy_report")
+        run = run_metadata(config) if (path or directory) else {}
+        if path is not None and config.getoption("update_baseline"):
+            built = baseline.build(self.categories, backend=run["backend"], profile=run["profile"], run=run)
+            baseline.write(path, built)
+            self.written.append(path)
+        elif path is not None:
+            self.findings = baseline.compare(baseline.load(path, run["backend"])["kernels"], self.categories)
+            if any(f.fails for f in self.findings) and session.exitstatus == pytest.ExitCode.OK:
+                session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        if directory:
+            gate = baseline.table(self.findings, only_failures=False)
+            self.written += artifacts.write_all(Path(directory), run, self.categories, self.records,
+                                                self.missing, gate)
+
+    def pytest_terminal_summary(self, terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+        write = terminalreporter.write_line
+        if self.categories:
+            terminalreporter.write_sep("-", "accuracy per kernel and category (ULP to the correctly rounded result)")
+            fmt = "{:<16} {:<36} {:>7} {:>8} {:>9} {:>6} {:>10} {:>11}"
+            write(fmt.format("kernel", "category", "records", "max ULP", "mean ULP", "% CR", "torch max",
+                             "torch mean"))
+            for kernel, groups in self.categories.items():
+                for key, stats in groups.items():
+                    k, t = stats["kernel"], stats["torch"]
+                    write(fmt.format(kernel[:16], key, stats["records"], shown(k["max_ulp"], ".0f"),
+                                     shown(k["mean_ulp"], ".3f"), shown(k["correctly_rounded"], ".1f", 100),
+                                     shown(t["max_ulp"], ".0f"), shown(t["mean_ulp"], ".3f")))
+        if self.missing:
+            terminalreporter.write_sep("-", f"{len(self.missing)} test(s) expected to record accuracy left no record")
+            for test in self.missing:
+                write(test)
+        failures = baseline.table(self.findings, only_failures=True)
+        path = baseline_path(config)
+        if failures:
+            terminalreporter.write_sep("-", "accuracy regressions against the baseline", red=True)
+            for line in failures:
+                write(line)
+        elif path is not None and not config.getoption("update_baseline"):
+            write(f"accuracy gate: no regression against {path}")
+        for written in self.written:
+            write(f"accuracy report: wrote {written}")

@@ -1,0 +1,65 @@
+"""Aggregate records into categories: kernel x operation x dtype x value class.
+
+A category's statistics are the same whatever order the records arrive in
+(xdist delivers them in any order): maxima, and element-weighted means summed
+with ``math.fsum``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+
+import numpy as np
+
+ULP_BUCKETS = ["0", "1", "2", "3-4", "5-8", "9-16", "17-32", "33-64", "65-128", "129-256", "257-1024", ">1024"]
+_UPPER_EDGES = np.array([0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 1024])
+
+
+def ulp_histogram(ulps: np.ndarray) -> list[int]:
+    """Counts of integer ULP distances in the buckets of ULP_BUCKETS."""
+    buckets = np.searchsorted(_UPPER_EDGES, np.asarray(ulps).ravel(), side="left")
+    return np.bincount(buckets, minlength=len(ULP_BUCKETS)).tolist()
+
+
+def category(record: dict) -> str:
+    return f"{record['op']}/{record['dtype']}/{record['values']}"
+
+
+def _side(records: list[dict], side: str) -> dict:
+    errors = [r[side] for r in records]
+    elements = [e["elements"] for e in errors]
+    total = sum(elements)
+
+    def weighted(key: str) -> float | None:  # None: no element to average over
+        return math.fsum(e[key] * n for e, n in zip(errors, elements)) / total if total else None
+
+    return {
+        "max_ulp": max((e["max_ulp"] for e in errors), default=0.0),
+        "mean_ulp": weighted("mean_ulp"),
+        "correctly_rounded": weighted("correctly_rounded"),
+        "max_fractional_ulp": max((e["max_fractional_ulp"] for e in errors), default=0.0),
+        "worst_ratio": max((e["worst_ratio"] for e in errors), default=0.0),
+        "violations": sum(e["violations"] for e in errors),
+        "allclose": sum(bool(e["allclose"]) for e in errors) / len(errors) if errors else 1.0,
+        "ulp_histogram": [sum(e["ulp_histogram"][i] for e in errors) for i in range(len(ULP_BUCKETS))],
+    }
+
+
+def categorize(records: list[dict]) -> dict[str, dict[str, dict]]:
+    """kernel -> category -> {records, elements, kernel: stats, torch: stats}."""
+    grouped: dict[str, dict[str, list]] = defaultdict(lambda: defaultdict(list))
+    for record in records:
+        grouped[record["kernel"]][category(record)].append(record)
+    return {
+        kernel: {
+            key: {
+                "records": len(group),
+                "elements": sum(r["kernel_errors"]["elements"] for r in group),
+                "kernel": _side(group, "kernel_errors"),
+                "torch": _side(group, "torch_errors"),
+            }
+            for key, group in sorted(categories.items())
+        }
+        for kernel, categories in sorted(grouped.items())
+    }

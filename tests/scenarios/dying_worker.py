@@ -1,0 +1,33 @@
+"""Scenario for tests/test_report.py (its file name keeps the main run from collecting it).
+
+Under ``pytest -n 2`` the middle test kills its worker process; the other two
+record their accuracy as usual.  The report must miss exactly one record.
+"""
+
+import os
+
+import torch
+
+from harness.judge import judge_softmax
+from harness.strategies import matrix
+from kernels import torch_softmax
+from report.records import make_record
+
+
+def record_one(backend, accuracy_record, seed: int) -> None:
+    case = matrix(4, 33, seed=seed)
+    x, _ = case.make(backend.device)
+    verdict = judge_softmax(torch_softmax.SPEC, backend.name, x, 1, torch.softmax(x, 1), replay=repr(case))
+    accuracy_record(make_record("torch", backend, case, "softmax", verdict))
+
+
+def test_records_before(backend, accuracy_record):
+    record_one(backend, accuracy_record, seed=1)
+
+
+def test_worker_dies(backend, accuracy_record):
+    os._exit(3)
+
+
+def test_records_after(backend, accuracy_record):
+    record_one(backend, accuracy_record, seed=2)

@@ -1,0 +1,27 @@
+"""Scenario for tests/test_report.py: a kernel whose precision can be made worse on demand.
+
+``softmax`` is torch's fp32 softmax.  With ``SOFTMAX_SUITE_PLANT_LOSS=1`` it
+divides by an approximate reciprocal of the sum, two ulps too large: still
+inside the loose bound a kernel without a measured profile gets, but worse
+than the baseline made without it.  The gate must catch the difference.
+"""
+
+import os
+
+import torch
+
+from kernels.registry import Capabilities
+
+
+def softmax(x: torch.Tensor, dim: int) -> torch.Tensor:
+    softmax.capabilities.check(x, dim)
+    if os.environ.get("SOFTMAX_SUITE_PLANT_LOSS") != "1":
+        return torch.softmax(x, dim)
+    e = torch.exp(x - x.amax(dim, keepdim=True))
+    reciprocal = 1 / e.sum(dim, keepdim=True)
+    for _ in range(2):
+        reciprocal = torch.nextafter(reciprocal, torch.full_like(reciprocal, torch.inf))
+    return e * reciprocal
+
+
+softmax.capabilities = Capabilities(dtypes=frozenset({torch.float32}), ranks=frozenset({2}), last_dim_only=True)

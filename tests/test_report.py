@@ -1,0 +1,100 @@
+"""Accuracy records, reports and the regression gate, exercised through real sub-runs of the suite."""
+
+import json
+import xml.etree.ElementTree as ElementTree
+
+import pytest
+
+from report import baseline
+from report.__main__ import main as report_cli
+
+DYING = "tests/scenarios/dying_worker.py"
+GATE_KERNEL = "tests.scenarios.gate_kernel:softmax"
+ACCURACY = ("tests/test_accuracy.py", "-k", "test_softmax_within_derived_bound", "--hypothesis-profile", "ci")
+
+
+def read_report(directory) -> dict:
+    return json.loads((directory / "accuracy.json").read_text())
+
+
+def test_a_dead_worker_costs_only_its_own_record(run_pytest, tmp_path):
+    result = run_pytest("-n", "2", DYING, "--accuracy-report", str(tmp_path), "--junitxml", str(tmp_path / "j.xml"))
+    assert result.returncode == pytest.ExitCode.TESTS_FAILED, result.stdout[-3000:]
+    report = read_report(tmp_path)
+    assert report["missing_records"] == [f"{DYING}::test_worker_dies"]
+    assert sorted(r["test"] for r in report["records"]) == [f"{DYING}::test_records_after",
+                                                             f"{DYING}::test_records_before"]
+    assert "1 test(s) expected to record accuracy left no record" in result.stdout
+    for name in ("summary.md", "index.html", "ulp_histograms.png", "kernel_vs_torch.png",
+                 "max_ulp_by_row_length.png"):
+        assert (tmp_path / name).stat().st_size > 0, name
+    assert "test_worker_dies" in (tmp_path / "index.html").read_text()
+    cases = ElementTree.parse(tmp_path / "j.xml").getroot().iter("testcase")
+    assert {case.get("name") for case in cases} >= {"test_records_before", "test_records_after"}
+
+
+def test_two_derandomised_runs_give_identical_statistics(run_pytest, tmp_path):
+    categories = []
+    for name in ("first", "second"):
+        result = run_pytest("-n", "2", *ACCURACY, "--kernel", "torch", "--accuracy-report", str(tmp_path / name))
+        assert result.returncode == 0, result.stdout[-3000:]
+        categories.append(read_report(tmp_path / name)["categories"])
+    assert categories[0] == categories[1]
+    assert categories[0]["torch"]
+
+
+def test_gate_fails_a_planted_precision_loss_and_passes_the_real_kernel(run_pytest, tmp_path):
+    reference = tmp_path / "baseline.json"
+    made = run_pytest(*ACCURACY, "--kernel", GATE_KERNEL, "--accuracy-baseline", str(reference),
+                      "--update-baseline")
+    assert made.returncode == 0, made.stdout[-3000:]
+    assert baseline.load(reference, "cpu" if "cpu (Triton" in made.stdout else "cuda")
+
+    same = run_pytest(*ACCURACY, "--kernel", GATE_KERNEL, "--accuracy-baseline", str(reference))
+    assert same.returncode == 0, same.stdout[-3000:]
+    assert "accuracy gate: no regression" in same.stdout
+
+    lossy = run_pytest(*ACCURACY, "--kernel", GATE_KERNEL, "--accuracy-baseline", str(reference),
+                       SOFTMAX_SUITE_PLANT_LOSS="1")
+    assert lossy.returncode == pytest.ExitCode.TESTS_FAILED, lossy.stdout[-3000:]
+    assert "passed" in lossy.stdout and "failed" not in lossy.stdout.splitlines()[-1]  # tests pass, the gate fails
+    table = lossy.stdout.split("accuracy regressions against the baseline")[1]
+    assert "mean_ulp" in table and "regressed" in table
+
+
+@pytest.mark.parametrize("content,message", [
+    (None, "no baseline at"),
+    ("{not json", "not readable JSON"),
+    ('{"schema_version": 1, "backend": "cpu", "profile": "ci", "kernels": {"k": {"c": {"max_ulp": "x"}}}}',
+     "needs numbers"),
+    ('{"schema_version": 7, "backend": "tpu", "profile": "ci", "kernels": {}}', "schema_version 7"),
+])
+def test_a_bad_baseline_is_an_error(tmp_path, content, message):
+    path = tmp_path / "baseline.json"
+    if content is not None:
+        path.write_text(content)
+    with pytest.raises(baseline.BaselineError, match=message):
+        baseline.load(path, "cpu")
+
+
+def test_a_bad_baseline_stops_the_run_before_any_test(run_pytest, tmp_path):
+    result = run_pytest("tests/test_ulp.py", "--accuracy-baseline", str(tmp_path / "absent.json"))
+    assert result.returncode == pytest.ExitCode.USAGE_ERROR
+    assert "no baseline at" in result.stderr
+
+
+def fake_report(path, max_ulp: float, mean_ulp: float) -> None:
+    stats = {"max_ulp": max_ulp, "mean_ulp": mean_ulp}
+    path.write_text(json.dumps({"run": {"backend": "cpu", "profile": "ci"},
+                                "categories": {"k": {"softmax/float32/normal": {"records": 3, "kernel": stats}}}}))
+
+
+def test_compare_says_what_regressed_and_what_improved(tmp_path, capsys):
+    old, worse, better = tmp_path / "old.json", tmp_path / "worse.json", tmp_path / "better.json"
+    fake_report(old, 10, 1.0)
+    fake_report(worse, 20, 1.0)
+    fake_report(better, 10, 0.5)
+    assert report_cli(["compare", str(old), str(worse)]) == 1
+    assert "regressed: 1" in capsys.readouterr().out
+    assert report_cli(["compare", str(old), str(better)]) == 0
+    assert "improved: 1" in capsys.readouterr().out
