@@ -7,7 +7,10 @@ Profiles (pick with ``--hypothesis-profile NAME`` or ``HYPOTHESIS_PROFILE``):
   no deadline (kernels JIT-compile on first call), a budget that keeps the run
   on two CPU cores well under the CI limit;
 * ``nightly``: ten times the ``ci`` budget, randomised, with Hypothesis's
-  target phase climbing toward the worst error-to-bound ratio.
+  target phase climbing toward the worst error-to-bound ratio;
+* ``mutation``: what the mutation test runs against each planted bug:
+  derandomised, a smaller budget, no shrinking (a caught mutant needs no
+  minimal example, only the name of the test that caught it).
 
 ``SOFTMAX_SUITE_EXAMPLES=DIR`` keeps failing examples in a directory database
 that every profile reads first, so a failure found by the nightly run replays
@@ -19,7 +22,7 @@ examples every run.
 import os
 
 import pytest
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, Phase, settings
 from hypothesis.database import DirectoryBasedExampleDatabase
 
 from harness.profiles import active_profile, default_profile
@@ -37,6 +40,8 @@ if DATABASE is None:
 else:
     settings.register_profile("ci", max_examples=CI_EXAMPLES, database=DATABASE, **common)
 settings.register_profile("nightly", max_examples=10 * CI_EXAMPLES, database=DATABASE, **common)
+settings.register_profile("mutation", max_examples=12, derandomize=True, database=None,
+                          phases=[Phase.explicit, Phase.generate], **common)
 settings.load_profile(default_profile())
 
 

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from harness import payload
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -24,3 +26,21 @@ def run_pytest():
         )
 
     return run
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    """The mutation test's verdict: score, and for each mutant the tests that caught it."""
+    entries = [entry for reports in terminalreporter.stats.values() for report in reports
+               for entry in payload.of(report, "mutation")]
+    mutants = sorted((e for e in entries if "mutant" in e), key=lambda e: e["mutant"])
+    correct = sorted((e for e in entries if "correct" in e), key=lambda e: e["correct"])
+    if not entries:
+        return
+    caught = sum(bool(e["caught_by"]) for e in mutants)
+    terminalreporter.write_sep("-", f"mutation score: {caught} of {len(mutants)} mutants caught")
+    for e in mutants:
+        tests = ", ".join(sorted({name.split("[")[0] for name in e["caught_by"]})) or "SURVIVED"
+        terminalreporter.write_line(f"{e['mutant']:<26} {e['bug']:<62} caught by {tests}")
+    for e in correct:
+        verdict = "no false alarm" if not e["failed"] else f"FALSE ALARMS: {', '.join(e['failed'])}"
+        terminalreporter.write_line(f"correct kernel {e['correct']:<16} {verdict}")

@@ -1,0 +1,58 @@
+"""The mutation catalog: the row-wise kernel with one known bug planted at a time.
+
+Each mutant is ``kernels.rowwise`` compiled with one ``MUTATION`` switch, and
+declares its parent's capabilities and precision profile, so only the bug
+differs.  They are not registered: ``--kernel kernels.mutants:NAME`` selects
+one, as a user would select their own kernel.  ``tests/test_mutation.py`` runs
+the suite against every one of them and expects each to be caught.
+"""
+
+from . import rowwise
+
+BUG_CLASSES = {
+    "ignore_column_stride": "column stride ignored",
+    "zero_padding": "masked lanes loaded with 0 instead of -inf",
+    "no_max_subtraction": "no max subtraction",
+    "half_accumulation": "fp16/bf16 accumulation of the sum",
+    "low_precision_reciprocal": "a low-precision (bf16) reciprocal",
+    "mask_off_by_one": "mask off by one column",
+    "offset_wrap": "row offsets wrap (at 2^14 here, standing for 2^31)",
+    "nan_dropped_by_max": "NaN dropped before the max",
+    "row_count_dependent_sum": "reduction order that depends on the number of rows",
+    "last_row_skipped": "last row of the grid-stride loop skipped for some row counts",
+    "output_with_input_stride": "output stored with the input's strides",
+    "all_neg_inf_uniform": "an all -inf row returns a uniform row",
+    "row_left_unwritten": "a row of the output left uninitialised for some shapes",
+    "subnormal_flush": "subnormal results flushed where the profile says they are not",
+    "half_precision_exp": "exp of a gap rounded to fp16",
+    "partial_row_max": "max taken over half of the row",
+}
+
+
+def mutant(code: int):
+    """A kernel callable: the parent with bug ``code`` planted, declaring the parent's capabilities."""
+
+    def softmax(x, dim=-1):
+        return rowwise.launch(x, dim, code)
+
+    softmax.capabilities = rowwise.CAPABILITIES
+    softmax.precision = rowwise.precision
+    return softmax
+
+
+ignore_column_stride = mutant(rowwise.IGNORE_COLUMN_STRIDE)
+zero_padding = mutant(rowwise.ZERO_PADDING)
+no_max_subtraction = mutant(rowwise.NO_MAX_SUBTRACTION)
+half_accumulation = mutant(rowwise.HALF_ACCUMULATION)
+low_precision_reciprocal = mutant(rowwise.LOW_PRECISION_RECIPROCAL)
+mask_off_by_one = mutant(rowwise.MASK_OFF_BY_ONE)
+offset_wrap = mutant(rowwise.OFFSET_WRAP)
+nan_dropped_by_max = mutant(rowwise.NAN_DROPPED_BY_MAX)
+row_count_dependent_sum = mutant(rowwise.ROW_COUNT_DEPENDENT_SUM)
+last_row_skipped = mutant(rowwise.LAST_ROW_SKIPPED)
+output_with_input_stride = mutant(rowwise.OUTPUT_WITH_INPUT_STRIDE)
+all_neg_inf_uniform = mutant(rowwise.ALL_NEG_INF_UNIFORM)
+row_left_unwritten = mutant(rowwise.ROW_LEFT_UNWRITTEN)
+subnormal_flush = mutant(rowwise.SUBNORMAL_FLUSH)
+half_precision_exp = mutant(rowwise.HALF_PRECISION_EXP)
+partial_row_max = mutant(rowwise.PARTIAL_ROW_MAX)

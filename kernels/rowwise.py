@@ -1,0 +1,155 @@
+"""A row-wise Triton softmax over strided 2-D input, and the parent of the mutation catalog.
+
+Like the documents' kernel it keeps a whole row in one block and walks rows
+with persistent programs, but it follows both strides of the input and of the
+output, forms offsets in 64 bits, and computes in fp32 whatever the input dtype.
+
+``MUTATION`` plants one known bug at a time (:mod:`kernels.mutants`).  With
+``MUTATION = CORRECT`` every switch below compiles away and the kernel is
+correct; each mutant is this source with exactly one switch flipped, so a
+mutant differs from its parent by its bug alone.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from oracles.profiles import triton_block_profile
+
+from .launch import compute_units, require_triton_device
+from .registry import HALF_AND_SINGLE, Capabilities, KernelSpec, register
+
+CORRECT = 0
+IGNORE_COLUMN_STRIDE = 1
+ZERO_PADDING = 2
+NO_MAX_SUBTRACTION = 3
+HALF_ACCUMULATION = 4
+LOW_PRECISION_RECIPROCAL = 5
+MASK_OFF_BY_ONE = 6
+OFFSET_WRAP = 7
+NAN_DROPPED_BY_MAX = 8
+ROW_COUNT_DEPENDENT_SUM = 9
+LAST_ROW_SKIPPED = 10
+OUTPUT_WITH_INPUT_STRIDE = 11
+ALL_NEG_INF_UNIFORM = 12
+ROW_LEFT_UNWRITTEN = 13
+SUBNORMAL_FLUSH = 14
+HALF_PRECISION_EXP = 15
+PARTIAL_ROW_MAX = 16
+
+WRAP = 1 << 14  # offsets wrap here instead of at 2^31, so that CPU-sized inputs show the bug
+
+
+@triton.jit
+def rowwise_softmax_kernel(y_ptr, x_ptr, n_rows, n_cols, x_row_stride, x_col_stride, y_row_stride, y_col_stride,
+                           x_extent, BLOCK: tl.constexpr, MUTATION: tl.constexpr):
+    # 64-bit offsets: row * stride passes 2^31 on large inputs.
+    x_row_stride = x_row_stride.to(tl.int64)
+    y_row_stride = y_row_stride.to(tl.int64)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    if MUTATION == MASK_OFF_BY_ONE:
+        mask = cols < n_cols - 1
+    last = n_rows
+    if MUTATION == LAST_ROW_SKIPPED:
+        last = tl.where(n_rows % 4 == 3, n_rows - 1, n_rows)
+    for row in tl.range(tl.program_id(0), last, tl.num_programs(0)):
+        x_offsets = row * x_row_stride + cols * x_col_stride.to(tl.int64)
+        load_mask = mask
+        if MUTATION == IGNORE_COLUMN_STRIDE:
+            x_offsets = row * x_row_stride + cols
+            load_mask = mask & (x_offsets < x_extent)  # read the wrong elements, never outside the storage
+        if MUTATION == OFFSET_WRAP:
+            x_offsets = x_offsets % WRAP
+            load_mask = mask & (x_offsets < x_extent)
+        # Padding lanes read -inf: they cannot win the max and exp(-inf) adds nothing to the sum.
+        padding = -float("inf")
+        if MUTATION == ZERO_PADDING:
+            padding = 0.0
+        x = tl.load(x_ptr + x_offsets, mask=load_mask, other=padding).to(tl.float32)
+        if MUTATION == NAN_DROPPED_BY_MAX:
+            x = tl.where(x != x, -float("inf"), x)
+        row_max = tl.max(x, axis=0)
+        if MUTATION == PARTIAL_ROW_MAX:
+            row_max = tl.max(tl.where(cols < (n_cols + 1) // 2, x, -float("inf")), axis=0)
+        if MUTATION == ALL_NEG_INF_UNIFORM:
+            x = tl.where((row_max == -float("inf")) & mask, 0.0, x)
+            row_max = tl.max(x, axis=0)
+        gap = x - row_max
+        if MUTATION == NO_MAX_SUBTRACTION:
+            gap = x
+        if MUTATION == HALF_PRECISION_EXP:
+            gap = gap.to(tl.float16).to(tl.float32)
+        numerator = tl.exp(gap)
+        denominator = tl.sum(numerator, axis=0)
+        if MUTATION == HALF_ACCUMULATION:
+            denominator = tl.sum(numerator.to(x_ptr.dtype.element_ty), axis=0).to(tl.float32)
+        if MUTATION == ROW_COUNT_DEPENDENT_SUM:
+            if n_rows % 2 == 1:
+                halves = tl.sum(tl.where(cols < BLOCK // 2, numerator, 0.0), axis=0)
+                denominator = halves + tl.sum(tl.where(cols >= BLOCK // 2, numerator, 0.0), axis=0)
+        y = numerator / denominator
+        if MUTATION == LOW_PRECISION_RECIPROCAL:
+            y = numerator * (1.0 / denominator).to(tl.bfloat16).to(tl.float32)
+        if MUTATION == SUBNORMAL_FLUSH:
+            y = tl.where(y < 1.1754943508222875e-38, 0.0, y)
+        y_offsets = row * y_row_stride + cols * y_col_stride.to(tl.int64)
+        store_mask = mask
+        if MUTATION == ROW_LEFT_UNWRITTEN:
+            store_mask = mask & ((row != 0) | (n_cols % 5 != 2))
+        tl.store(y_ptr + y_offsets, y, mask=store_mask)
+
+
+CAPABILITIES = Capabilities(
+    dtypes=HALF_AND_SINGLE,
+    ranks=frozenset({2}),
+    last_dim_only=True,
+    max_row_length={"cpu": tl.TRITON_MAX_TENSOR_NUMEL, "cuda": 1 << 17, "npu": 1 << 14},  # as the documents' kernel
+)
+
+
+def storage_extent(x: torch.Tensor) -> int:
+    """Elements from x's data pointer to the end of its storage."""
+    return x.untyped_storage().nbytes() // x.element_size() - x.storage_offset()
+
+
+def launch(x: torch.Tensor, dim: int, mutation: int) -> torch.Tensor:
+    CAPABILITIES.check(x, dim)
+    require_triton_device(x)
+    n_rows, n_cols = x.shape
+    y = torch.empty((n_rows, n_cols), dtype=x.dtype, device=x.device)
+    y_strides = y.stride()
+    if mutation == OUTPUT_WITH_INPUT_STRIDE:  # write with x's strides into a buffer roomy enough for them
+        span = 1 + sum((n - 1) * s for n, s in zip(x.shape, x.stride())) if x.numel() else 0
+        y = torch.empty(max(span, y.numel()), dtype=x.dtype, device=x.device).as_strided(
+            (n_rows, n_cols), (max(n_cols, 1), 1))
+        y_strides = x.stride()
+    if x.numel() == 0:
+        return y
+    programs = min(compute_units(x.device), n_rows)
+    rowwise_softmax_kernel[(programs,)](
+        y, x, n_rows, n_cols, *x.stride(), *y_strides, storage_extent(x),
+        BLOCK=triton.next_power_of_2(n_cols), MUTATION=mutation,
+    )
+    return y
+
+
+def softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
+    """Row-wise softmax of a 2-D tensor of any strides."""
+    return launch(x, dim, CORRECT)
+
+
+def precision(backend: str, x: torch.Tensor, dim: int):
+    """One tl.sum per row over the padded block, Triton's default 4 warps."""
+    return triton_block_profile(backend, num_warps=4)
+
+
+SPEC = register(KernelSpec(
+    name="rowwise",
+    softmax=softmax,
+    capabilities=CAPABILITIES,
+    precision=precision,
+    description="row-wise softmax over strided 2-D input with 64-bit offsets; the mutation catalog's parent",
+))
