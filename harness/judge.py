@@ -20,7 +20,7 @@ import torch
 from kernels import torch_softmax
 from kernels.registry import KernelSpec
 from oracles import correctly_rounded
-from oracles.bounds import PrecisionProfile, softmax_bound
+from oracles.bounds import PrecisionProfile, log_softmax_bound, softmax_bound
 from oracles.correctly_rounded import OracleResult
 from oracles.formats import Format, format_of
 from oracles.ulp import fractional_ulp_error, ulp_distance
@@ -56,8 +56,7 @@ class Errors:
     def violations(self) -> np.ndarray:
         judged = np.where(self.special, 0.0, self.bound)
         beyond = ~(self.fractional <= judged)  # also catches NaN outputs
-        special_mismatch = self.special & (self.ulps != 0)
-        return np.where(self.special, special_mismatch, beyond | np.isinf(judged))
+        return (self.ulps != 0) & np.where(self.special, True, beyond | np.isinf(judged))
 
     def ratio(self) -> np.ndarray:
         """Error-to-bound ratio of the elements judged by a bound."""
@@ -83,16 +82,22 @@ class Errors:
 
 
 def measure(name: str, x: torch.Tensor, dim: int, y: torch.Tensor, oracle: OracleResult,
-            profile: PrecisionProfile) -> Errors:
-    """Errors of ``y`` (an implementation's softmax of ``x`` along ``dim``) against ``oracle``."""
+            profile: PrecisionProfile, *, log: bool = False) -> Errors:
+    """Errors of ``y`` (an implementation's softmax, or log_softmax, of ``x`` along ``dim``) against ``oracle``.
+
+    A result equal to the correctly rounded value is never beyond its bound; where
+    that value overflowed to an infinity, its fractional error counts as 0.5.
+    """
     fmt = format_of(y.dtype)
     outputs = as_rows(y, dim)
     expected = torch.from_numpy(oracle.rounded).to(fmt.dtype)
+    ulps = ulp_distance(outputs, expected).numpy()
+    fractional = fractional_ulp_error(outputs.double().numpy(), oracle.exact, fmt)
+    bound = log_softmax_bound if log else softmax_bound
     return Errors(
-        name, profile, outputs,
-        ulps=ulp_distance(outputs, expected).numpy(),
-        fractional=fractional_ulp_error(outputs.double().numpy(), oracle.exact, fmt),
-        bound=softmax_bound(as_rows(x, dim).double().numpy(), oracle.exact, fmt, profile),
+        name, profile, outputs, ulps=ulps,
+        fractional=np.where((ulps == 0) & np.isinf(fractional), 0.5, fractional),
+        bound=bound(as_rows(x, dim).double().numpy(), oracle.exact, fmt, profile),
     )
 
 
@@ -132,23 +137,30 @@ class Judgement:
         ])
 
 
-def run_kernel(kernel: KernelSpec, x: torch.Tensor, dim: int, mask: torch.Tensor | None = None) -> torch.Tensor:
-    """The kernel's softmax, or its masked softmax when a mask is given."""
-    return kernel.softmax(x, dim) if mask is None else kernel.masked_softmax(x, mask, dim)
+def run_kernel(kernel: KernelSpec, x: torch.Tensor, dim: int, mask: torch.Tensor | None = None, *,
+               log: bool = False, out_dtype: torch.dtype | None = None) -> torch.Tensor:
+    """The kernel's softmax, log_softmax or masked softmax, in ``out_dtype`` when one is asked for."""
+    extra = {} if out_dtype is None else {"out_dtype": out_dtype}
+    if mask is not None:
+        return kernel.masked_softmax(x, mask, dim, **extra)
+    return (kernel.log_softmax if log else kernel.softmax)(x, dim, **extra)
 
 
 def judge_softmax(kernel: KernelSpec, backend: str, x: torch.Tensor, dim: int, y: torch.Tensor, *,
-                  mask: torch.Tensor | None = None, replay: str) -> Judgement:
-    """Judge ``y``, the kernel's (masked) softmax of ``x`` on ``backend``, with torch as the peer."""
-    if y.shape != x.shape or y.dtype != x.dtype:
-        raise AssertionError(f"{kernel.name}: output {tuple(y.shape)} {y.dtype} does not match input "
-                             f"{tuple(x.shape)} {x.dtype}; replay: {replay}")
-    oracle = correctly_rounded.softmax(x, dim, mask=mask)
+                  mask: torch.Tensor | None = None, log: bool = False, out_dtype: torch.dtype | None = None,
+                  replay: str) -> Judgement:
+    """Judge ``y``, the kernel's (masked, log) softmax of ``x`` on ``backend``, with torch as the peer."""
+    expected_dtype = out_dtype or x.dtype
+    if y.shape != x.shape or y.dtype != expected_dtype:
+        raise AssertionError(f"{kernel.name}: output {tuple(y.shape)} {y.dtype}, expected {tuple(x.shape)} "
+                             f"{expected_dtype}; replay: {replay}")
+    oracle = correctly_rounded.softmax(x, dim, log=log, mask=mask, out_dtype=out_dtype)
     logits = x if mask is None else x.masked_fill(~mask, -torch.inf)  # what the bound sees
     peer = torch_softmax.SPEC
+    peer_y = run_kernel(peer, x, dim, mask, log=log, out_dtype=out_dtype)
     return Judgement(
-        kernel=measure(kernel.name, logits, dim, y, oracle, kernel.precision(backend, x, dim)),
-        peer=measure(peer.name, logits, dim, run_kernel(peer, x, dim, mask), oracle, peer.precision(backend, x, dim)),
-        fmt=format_of(x.dtype), inputs=as_rows(x, dim), rounded=oracle.rounded, exact=oracle.exact,
+        kernel=measure(kernel.name, logits, dim, y, oracle, kernel.precision(backend, x, dim, log), log=log),
+        peer=measure(peer.name, logits, dim, peer_y, oracle, peer.precision(backend, x, dim, log), log=log),
+        fmt=format_of(expected_dtype), inputs=as_rows(x, dim), rounded=oracle.rounded, exact=oracle.exact,
         escalated=oracle.escalated, replay=replay,
     )

@@ -77,7 +77,7 @@ def softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
     return y
 
 
-def precision(backend: str, x: torch.Tensor, dim: int):
+def precision(backend: str, x: torch.Tensor, dim: int, log: bool = False):
     """One tl.sum per row over the padded block, Triton's default 4 warps."""
     return triton_block_profile(backend, num_warps=4)
 

@@ -7,7 +7,7 @@ checks that every input outside them raises a clear ``TypeError`` or
 that is not registered here.  Such a callable may carry a ``capabilities``
 attribute (and ``log_softmax`` / ``masked_softmax`` attributes when it declares
 them); without one it is held to the full contract of ``torch.softmax``.
-It may carry a ``precision`` attribute ((backend, x, dim) -> PrecisionProfile);
+It may carry a ``precision`` attribute ((backend, x, dim, log) -> PrecisionProfile);
 without one it is judged with the loosest known arithmetic and an order-free
 summation bound.
 """
@@ -40,7 +40,8 @@ class Capabilities:
     switches code paths (one block to several, say): the strategies test
     lengths on both sides of each.  ``max_offset`` is the largest element
     offset its index arithmetic can address (2**31 - 1 for 32-bit offsets).
-    ``masked`` kernels also provide ``masked_softmax(x, mask, dim)``.
+    ``masked`` kernels also provide ``masked_softmax(x, mask, dim)``;
+    ``out_dtype`` kernels take ``out_dtype=torch.float32`` for half inputs.
     """
 
     dtypes: frozenset[torch.dtype] = FLOATING
@@ -52,6 +53,7 @@ class Capabilities:
     max_offset: int | None = None
     log_softmax: bool = False
     masked: bool = False
+    out_dtype: bool = False
 
     def row_limit(self, device_type: str) -> int | None:
         return self.max_row_length.get(device_type)
@@ -98,7 +100,7 @@ def max_offset(x: torch.Tensor) -> int:
     return x.storage_offset() + sum((n - 1) * s for n, s in zip(x.shape, x.stride()))
 
 
-TORCH_CONTRACT = Capabilities(log_softmax=True, masked=True)
+TORCH_CONTRACT = Capabilities(log_softmax=True, masked=True, out_dtype=True)
 """The capabilities of torch.softmax itself: any float dtype, rank, dim and layout."""
 
 USER_CONTRACT = Capabilities()
@@ -109,9 +111,9 @@ USER_CONTRACT = Capabilities()
 class KernelSpec:
     """A kernel under test.
 
-    ``precision(backend, x, dim)`` gives the kernel's precision profile for that
-    call on a backend ("cpu", "cuda", "npu"), from which its error bounds are
-    derived.
+    ``precision(backend, x, dim, log)`` gives the kernel's precision profile for
+    that call (softmax, or log_softmax when ``log``) on a backend ("cpu",
+    "cuda", "npu"), from which its error bounds are derived.
     """
 
     name: str
@@ -119,7 +121,7 @@ class KernelSpec:
     capabilities: Capabilities = USER_CONTRACT
     log_softmax: Softmax | None = None
     masked_softmax: MaskedSoftmax | None = None
-    precision: Callable[[str, torch.Tensor, int], PrecisionProfile] = unknown_profile
+    precision: Callable[..., PrecisionProfile] = unknown_profile
     description: str = ""
 
 

@@ -16,22 +16,22 @@ from oracles.profiles import torch_profile
 from .registry import TORCH_CONTRACT, KernelSpec, register
 
 
-def softmax(x: torch.Tensor, dim: int) -> torch.Tensor:
+def softmax(x: torch.Tensor, dim: int, out_dtype: torch.dtype | None = None) -> torch.Tensor:
     TORCH_CONTRACT.check(x, dim)
-    return torch.softmax(x, dim)
+    return torch.softmax(x, dim, dtype=out_dtype)
 
 
-def log_softmax(x: torch.Tensor, dim: int) -> torch.Tensor:
+def log_softmax(x: torch.Tensor, dim: int, out_dtype: torch.dtype | None = None) -> torch.Tensor:
     TORCH_CONTRACT.check(x, dim)
-    return torch.log_softmax(x, dim)
+    return torch.log_softmax(x, dim, dtype=out_dtype)
 
 
-def masked_softmax(x: torch.Tensor, mask: torch.Tensor, dim: int) -> torch.Tensor:
-    """torch's own safe softmax (fully masked rows give 0) on x with masked entries at -inf."""
+def masked_softmax(x: torch.Tensor, mask: torch.Tensor, dim: int, out_dtype: torch.dtype | None = None) -> torch.Tensor:
+    """torch's own safe softmax (rows left all -inf give 0) on x with masked entries at -inf."""
     TORCH_CONTRACT.check(x, dim)
     if mask.dtype != torch.bool or mask.shape != x.shape:
         raise ValueError(f"mask must be a bool tensor of x's shape {tuple(x.shape)}; got {mask.dtype} {tuple(mask.shape)}")
-    return torch._safe_softmax(x.masked_fill(~mask, -torch.inf), dim)
+    return torch._safe_softmax(x.masked_fill(~mask, -torch.inf), dim, dtype=out_dtype)
 
 
 SPEC = register(KernelSpec(

@@ -20,7 +20,9 @@ Write d_i = x_i - m and f_j = softmax_j = e^{d_j} / S.
 1. Gap rounding.  d~_i = d_i + t_i with t_i = fl(d_i) - d_i known exactly
    from the input, so exp(d~_i) = e^{d_i} e^{t_i}: a relative error
    tau_i = expm1(|t_i|) (zero when the subtraction is exact, as it is for the
-   maximum itself and whenever m = 0 or Sterbenz applies).  Past the gap
+   maximum itself and whenever m = 0 or Sterbenz applies, and zero for a
+   kernel that recovers t_i with TwoSum and multiplies by 1 + t_i, whose
+   rounding then counts in c0).  Past the gap
    D_C = 1 - ln(minsub_C) (104.3 for fp32) e^{d_i} is below every subnormal of
    C: whatever the rounding of d_i (which may even overflow, for logits near
    -max and +max), the device returns 0 or a few subnormal ulps, so the term
@@ -38,7 +40,11 @@ Write d_i = x_i - m and f_j = softmax_j = e^{d_j} / S.
    gamma_h = h u / (1 - h u) relative error whatever the order of the
    additions (h = n - 1 for any order; less for pairwise or blocked trees;
    at most k - 1 when only k entries are finite, since adding the exact zeros
-   of -inf entries rounds nothing).
+   of -inf entries rounds nothing).  An online sum over c tiles computes
+   e^{x_i - m} against the running maximum m and rescales the partial sum by
+   exp(m_old - m_new) as the maximum grows: the |d| parts of those exps add up
+   to at most c1 |d_i|, as before, and each of the c - 1 rescales adds
+   (2 c0 + 1) u to w; the c - 1 additions of tiles add to h.
 4. Division.  |y~ - e~/S~| <= q ulp_C(y~): q = 0.5 when correctly rounded,
    more for approximate division or a reciprocal and a product.
 
@@ -83,7 +89,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from .formats import FP32, Format, round_float64, ulp
+from .formats import FP32, FP64, Format, round_float64, ulp
 
 
 @dataclass(frozen=True)
@@ -103,39 +109,59 @@ class Arithmetic:
     subnormal_downcast_unreliable: frozenset[torch.dtype] = frozenset()
     # exp(x - max) is stored in the output dtype before the division (a double rounding).
     exp_rounded_to_output: bool = False
+    # log, for log_softmax: |log~(S) - log S| <= log_ulps ulp(log S) + log_abs.
+    log_ulps: float = 1.0
+    log_abs: float = 0.0
+    # log_softmax keeps the sum and its log in the output dtype (two more roundings in O).
+    log_terms_in_output: bool = False
+    # The kernel recovers the exact rounding error of x - max (TwoSum) and corrects for it.
+    exact_gap: bool = False
+    # Roundings of a log_softmax result, in ulps of C: 0.5 for one, 1.0 for two.
+    log_result_ulps: float = 0.5
     compute: Format = FP32
 
 
 @dataclass(frozen=True)
 class Reduction:
-    """Depth h of a row sum's reduction tree as a function of the row length.
+    """The tree that sums a row: its depth h, and how many rescales an online sum applies.
 
     ``kind`` is one of:
       * ``"sequential"``: h = n - 1, a bound valid for any order of additions;
-      * ``"numpy-pairwise-block"``: numpy's pairwise ``np.sum`` over a block padded
-        to the next power of two (the Triton interpreter's ``tl.sum``);
-      * ``"triton-block"``: a compiled Triton ``tl.sum`` over a padded block with
-        ``num_warps`` warps: a sequential sum of each thread's elements, then a
-        tree over the 32 lanes of a warp and over the warps.
+      * ``"numpy-pairwise-block"``: numpy's pairwise ``np.sum`` over each tile (the
+        Triton interpreter's ``tl.sum``);
+      * ``"triton-block"``: a compiled Triton ``tl.sum`` over a tile of ``rows``
+        rows with ``num_warps`` warps: each thread adds its elements in sequence,
+        then a tree over the threads.
+    A tile is ``block`` wide, or the row padded to a power of two when ``block``
+    is None.  An online sum folds ``chunks`` tiles one after another, rescaling
+    the running sum each time the maximum grows: ``chunks - 1`` more additions
+    and ``chunks - 1`` rescales (an exp and a product each).
     """
 
     kind: str
     num_warps: int = 4
+    rows: int = 1
+    block: int | None = None
+    chunks: int = 1
 
     def depth(self, n: int) -> int:
         if n <= 1:
             return 0
         if self.kind == "sequential":
             return n - 1
-        block = 1 << (n - 1).bit_length()
+        block = self.block or 1 << (n - 1).bit_length()
         if self.kind == "numpy-pairwise-block":
-            return 1 + _numpy_pairwise_depth(block - 1)  # a reduce starts from a[0]
-        if self.kind == "triton-block":
+            within = 1 + _numpy_pairwise_depth(block - 1)  # a reduce starts from a[0]
+        elif self.kind == "triton-block":
             threads = 32 * self.num_warps
-            if block <= threads:
-                return int(math.log2(block))
-            return block // threads - 1 + int(math.log2(threads))
-        raise ValueError(f"unknown reduction kind {self.kind!r}")
+            per_thread = -(-block * self.rows // threads)  # elements a thread adds in sequence, at most
+            within = min(block - 1, per_thread - 1 + math.ceil(math.log2(min(block, threads))))
+        else:
+            raise ValueError(f"unknown reduction kind {self.kind!r}")
+        return within + self.chunks - 1
+
+    def rescales(self, n: int) -> int:
+        return 0 if self.kind == "sequential" else self.chunks - 1
 
 
 def _numpy_pairwise_depth(n: int) -> int:
@@ -167,6 +193,50 @@ class PrecisionProfile:
         return f"{self.arithmetic.name}, {self.reduction.kind} sum"
 
 
+@dataclass
+class SumTerms:
+    """What softmax and log_softmax bounds share: the row's gaps and the error of its sum."""
+
+    regular: np.ndarray  # entries judged by a bound (finite input, finite exact result)
+    gap_rounding: np.ndarray  # |fl_C(x_i - m) - (x_i - m)|
+    tau: np.ndarray  # relative error of exp from the gap's rounding
+    exp_error: np.ndarray  # c0 + c1 |d|, in ulps of C
+    a: np.ndarray  # relative error of each exponential
+    w: np.ndarray  # relative error of the sum from its terms (per row)
+    gamma: np.ndarray  # relative error of the sum from its additions (per row)
+
+
+def sum_terms(x: np.ndarray, weights: np.ndarray, out: Format, profile: PrecisionProfile) -> SumTerms:
+    """Error terms of a row's sum of exponentials; ``weights`` are the exact softmax values."""
+    ar, c = profile.arithmetic, profile.arithmetic.compute
+    u = c.unit_roundoff
+    n = x.shape[-1]
+    regular = np.isfinite(x) & np.isfinite(weights)
+    peak = np.max(np.where(regular, x, -np.inf), axis=-1, keepdims=True)
+    gap = np.where(regular, x - peak, 0.0)
+    # Past the underflow threshold the term is below C's smallest subnormal: it may be lost
+    # entirely (relative error 1), and only its absolute error, a few subnormal ulps, counts.
+    lost = gap < -underflow_gap(c)
+    recovered = ar.exact_gap | (c == FP64)  # the gap's rounding is undone, or fp64 leaves at most 2^-53 |d|
+    gap_rounding = np.where(lost, 0.0, np.where(recovered, 0.0, np.abs(round_float64(np.where(lost, 0.0, gap), c)
+                                                                       - gap)) + abs(gap) * 2.0**-53)
+    tau = np.expm1(gap_rounding)
+    exp_error = ar.exp_ulps + ar.exp_ulps_per_gap * np.minimum(np.abs(gap), underflow_gap(c))
+    e = np.where(lost, 1.0, np.exp(gap) * (1 + tau))  # positive wherever it is used
+    a = exp_error * ulp(e, c) / e
+    if ar.exp_rounded_to_output and out != c:
+        a = a + 0.5 * ulp(e * (1 + a), out) / e
+    a = np.where(lost, 1.0, a)
+    # An online sum rescales each term up to `rescales` times: an exp (c0 ulps) and a product each.
+    rescale = profile.reduction.rescales(n) * (2 * ar.exp_ulps + 1) * u
+    w = np.sum(np.where(regular, weights * (tau + a + rescale), 0.0), axis=-1, keepdims=True)
+    # -inf entries add exact zeros, which never round: k terms need at most k - 1 roundings.
+    terms = np.sum(regular, axis=-1, keepdims=True)
+    h = np.minimum(profile.reduction.depth(n), np.maximum(terms - 1, 0))
+    gamma = np.where(h * u < 1, h * u / np.maximum(1 - h * u, u), np.inf)
+    return SumTerms(regular, gap_rounding, tau, exp_error, a, w, gamma)
+
+
 def softmax_bound(x: np.ndarray, exact: np.ndarray, out: Format, profile: PrecisionProfile) -> np.ndarray:
     """Per-element bound B_j, in ulps of ``out`` at the exact value (see the module docstring).
 
@@ -177,38 +247,51 @@ def softmax_bound(x: np.ndarray, exact: np.ndarray, out: Format, profile: Precis
     x = np.asarray(x, dtype=np.float64)
     f = np.asarray(exact, dtype=np.float64)
     ar, c = profile.arithmetic, profile.arithmetic.compute
-    u = c.unit_roundoff
-    n = x.shape[-1]
-    regular = np.isfinite(x) & np.isfinite(f)
-    with np.errstate(invalid="ignore", over="ignore"):
-        peak = np.max(np.where(regular, x, -np.inf), axis=-1, keepdims=True)
-        gap = np.where(regular, x - peak, 0.0)
-        # Past the underflow threshold the term is below C's smallest subnormal: it may be lost
-        # entirely (relative error 1), and only its absolute error, a few subnormal ulps, counts.
-        lost = gap < -underflow_gap(c)
-        tau = np.where(lost, 0.0, np.expm1(np.abs(round_float64(np.where(lost, 0.0, gap), c) - gap)
-                                           + abs(gap) * 2.0**-53))
-        exp_error = ar.exp_ulps + ar.exp_ulps_per_gap * np.minimum(np.abs(gap), underflow_gap(c))
-        e = np.where(lost, 1.0, np.exp(gap) * (1 + tau))  # positive wherever it is used
-        a = exp_error * ulp(e, c) / e
-        if ar.exp_rounded_to_output and out != c:
-            a = a + 0.5 * ulp(e * (1 + a), out) / e
-        a = np.where(lost, 1.0, a)
-        w = np.sum(np.where(regular, f * (tau + a), 0.0), axis=-1, keepdims=True)
-        # -inf entries add exact zeros, which never round: k terms need at most k - 1 roundings.
-        terms = np.sum(regular, axis=-1, keepdims=True)
-        h = np.minimum(profile.reduction.depth(n), np.maximum(terms - 1, 0))
-        gamma = np.where(h * u < 1, h * u / np.maximum(1 - h * u, u), np.inf)
-        head = (1 + tau + a) / ((1 - w) * (1 - gamma))
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        t = sum_terms(x, f, out, profile)
+        head = (1 + t.tau + t.a) / ((1 - t.w) * (1 - t.gamma))
         q = ar.div_ulps * ulp(f * head, c) / np.maximum(f, c.min_subnormal)
         rho = head * (1 + q) - 1
-        alpha = (exp_error + ar.div_ulps + 1) * c.min_subnormal
+        alpha = (t.exp_error + ar.div_ulps + 1) * c.min_subnormal
         if ar.flushes_subnormals:
             alpha = alpha + c.min_normal
         error = rho * f + alpha
-        if out != c:
-            error = error + ar.downcast_ulps.get(out.dtype, 1.0) * ulp(f * (1 + rho) + alpha, out)
-            if out.dtype in ar.subnormal_downcast_unreliable:
-                error = error + np.where(f * (1 - rho) - alpha < out.min_normal, out.min_normal, 0.0)
+        error = error + conversion_error(f * (1 + rho) + alpha, f * (1 - rho) - alpha, out, ar)
         bound = error / ulp(f, out)
-    return np.where(regular & (w < 1) & (gamma < 1), bound, np.where(regular, np.inf, np.nan))
+    return np.where(t.regular & (t.w < 1) & (t.gamma < 1), bound, np.where(t.regular, np.inf, np.nan))
+
+
+def log_softmax_bound(x: np.ndarray, exact: np.ndarray, out: Format, profile: PrecisionProfile) -> np.ndarray:
+    """Per-element bound for log_softmax, y_j = fl(fl(x_j - m) - log~(S~)), in ulps of ``out``.
+
+    An absolute error: the gap's rounding |t_j|; the sum's relative error
+    (1 +- w)(1 +- gamma), which moves log S by at most -log((1 - w)(1 - gamma));
+    the device's log (log_ulps ulp(log S) + log_abs); the rounding of the
+    result (log_result_ulps: half an ulp, or one for two roundings); the
+    conversion to the output format.
+    """
+    x = np.asarray(x, dtype=np.float64)
+    f = np.asarray(exact, dtype=np.float64)
+    ar, c = profile.arithmetic, profile.arithmetic.compute
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        t = sum_terms(x, np.exp(f), out, profile)
+        peak = np.max(np.where(t.regular, x, -np.inf), axis=-1, keepdims=True)
+        log_total = np.where(t.regular, (x - peak) - f, 0.0)  # f_j = x_j - m - log S
+        shift = -np.log((1 - t.w) * (1 - t.gamma))
+        log_error = ar.log_ulps * ulp(np.abs(log_total) * (1 + 2.0**-10), c) + ar.log_abs
+        if ar.log_terms_in_output and out != c:  # S rounded to O moves log S by u_O; log S rounded to O
+            log_error = log_error + 2 * out.unit_roundoff + 0.5 * ulp(np.abs(log_total) * (1 + 2.0**-10), out)
+        error = t.gap_rounding + shift + log_error + ar.log_result_ulps * ulp(np.abs(f) + shift + log_error, c)
+        error = error + conversion_error(np.abs(f) + error, np.abs(f) - error, out, ar)
+        bound = error / ulp(f, out)
+    return np.where(t.regular & (t.w < 1) & (t.gamma < 1), bound, np.where(t.regular, np.inf, np.nan))
+
+
+def conversion_error(high: np.ndarray, low: np.ndarray, out: Format, ar: Arithmetic) -> np.ndarray:
+    """Error of converting a C result, known to lie in [low, high], to the output format."""
+    if out == ar.compute:
+        return np.zeros_like(high)
+    error = ar.downcast_ulps.get(out.dtype, 1.0) * ulp(high, out)
+    if out.dtype in ar.subnormal_downcast_unreliable:
+        error = error + np.where(low < out.min_normal, out.min_normal, 0.0)
+    return error

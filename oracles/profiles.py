@@ -4,7 +4,7 @@ Figures in ulps of fp32 (fractional: |computed - exact| / ulp(exact)):
 
 * Triton interpreter (numpy on the CPU): numpy's SIMD float32 ``exp`` is
   documented to err by at most 2.52 ulp (measured here: 2.44 over 25M arguments
-  in [-104, 0]); division is IEEE (0.5); its fp32 -> bf16 conversion truncates
+  in [-104, 0]), its ``log`` measured at 3.05 ulp (4 here); division is IEEE (0.5); its fp32 -> bf16 conversion truncates
   (``_convert_float`` in triton/runtime/interpreter.py rounds toward zero unless
   asked otherwise: 1 ulp of bf16) and garbles bf16 subnormals (1e-39 becomes
   4.2e-39, below the smallest normal all the same: tests/test_profiles.py);
@@ -12,21 +12,37 @@ Figures in ulps of fp32 (fractional: |computed - exact| / ulp(exact)):
 * Triton on NVIDIA: ``tl.exp`` is ``ex2.approx.f32`` of ``x * log2(e)``;
   measured on an H100 (Triton 3.6) at most 2 + 1.16 |d| ulp, so 2.5 + 1.25 |d|
   here; ``/`` is ``div.full.f32``, measured at most 2.04 ulp, so 2.5;
-  subnormal results were not flushed (docs/h100-precision-probe.log).
+  subnormal results were not flushed (docs/h100-precision-probe.log).  ``tl.log``
+  is ``lg2.approx``: 2 ulp plus 2^-21 absolute here until tests/test_profiles.py
+  measures it on the device.
 * Triton on Ascend: nothing is documented and nothing has been measured here;
   the profile is deliberately loose (exp 4 + 2|d|, division 3 ulp, order-free
   summation, flushing, conversion toward zero) until it is measured on an NPU.
-* torch on the CPU: Sleef's ``expf_u10`` (1.0 ulp; measured 0.57), a
+* torch on the CPU: Sleef's ``expf_u10`` (1.0 ulp; measured 0.57) and
+  ``logf_u10`` (measured 0.54), a
   reciprocal then a product (0.5 + 1.0 ulp of the result), conversions to half
   formats to nearest.  Its sums take different trees for the last dim and
   other dims, so its profile uses the order-free depth n - 1.  Over a dim
   other than the last, its scalar path stores exp(x - max) in the output
   dtype before dividing (``_vec_softmax`` in aten/src/ATen/native/cpu/
   SoftMaxKernel.cpp): a double rounding for fp16 and bf16, up to 1.38 ULP
-  measured, which the suite found; that path has its own profile.
+  measured, which the suite found; that path has its own profile.  Its
+  log_softmax keeps the sum and its log in ``scalar_t`` arrays, so for fp16
+  and bf16 both are rounded to the input dtype (0.56 ULP measured).
 * torch on CUDA: ``expf`` (2 ulp, CUDA programming guide), an IEEE division
   or a reciprocal and a product (1.5 ulp covers both), order-free depth.
 * A user's kernel of unknown construction: the loosest of the above.
+
+The full-domain kernel (``kernels/full_softmax.py``) computes differently on
+purpose, and has its own arithmetic.  Under the interpreter, and for
+log_softmax on CUDA, it keeps the gap, the exps, the sum and the log in
+float64 and rounds once (compute format float64).  Its softmax on CUDA stays
+in fp32 for speed but recovers the rounding error of x - max (TwoSum), so no
+|d| term enters, and uses libdevice ``expf`` (2 ulp, CUDA programming guide)
+plus half an ulp for the correction, and a correctly rounded division
+(``div_rn``).  On Ascend, tl.exp likewise corrected, and a log_softmax that
+adds the gap's error back (a second rounding).  tests/test_profiles.py
+measures these helpers on the device.
 """
 
 from __future__ import annotations
@@ -36,34 +52,39 @@ from dataclasses import replace
 import torch
 
 from .bounds import Arithmetic, PrecisionProfile, Reduction
+from .formats import FP64
 
 TO_NEAREST = {torch.float16: 0.5, torch.bfloat16: 0.5}
 
 INTERPRETER = Arithmetic(
-    "Triton interpreter (numpy)", exp_ulps=2.6, exp_ulps_per_gap=0.0, div_ulps=0.5,
+    "Triton interpreter (numpy)", exp_ulps=2.6, exp_ulps_per_gap=0.0, div_ulps=0.5, log_ulps=4.0,
     flushes_subnormals=False, downcast_ulps={torch.float16: 0.5, torch.bfloat16: 1.0},
     subnormal_downcast_unreliable=frozenset({torch.bfloat16}),
 )
 TRITON_NVIDIA = Arithmetic(
     "Triton on NVIDIA (ex2.approx, div.full)", exp_ulps=2.5, exp_ulps_per_gap=1.25, div_ulps=2.5,
+    log_ulps=2.0, log_abs=2.0**-21,
     flushes_subnormals=False, downcast_ulps=TO_NEAREST,
 )
 TRITON_ASCEND = Arithmetic(
     "Triton on Ascend (unmeasured, conservative)", exp_ulps=4.0, exp_ulps_per_gap=2.0, div_ulps=3.0,
+    log_ulps=4.0, log_abs=2.0**-20,
     flushes_subnormals=True,
 )
 TORCH_CPU = Arithmetic(
     "torch on CPU (Sleef exp, reciprocal and product)", exp_ulps=1.0, exp_ulps_per_gap=0.0, div_ulps=1.5,
+    log_ulps=1.0, log_terms_in_output=True,
     flushes_subnormals=False, downcast_ulps=TO_NEAREST,
 )
 TORCH_CPU_OTHER_DIMS = replace(TORCH_CPU, name="torch on CPU, not the last dim (exp stored in the output dtype)",
                                exp_rounded_to_output=True)
 TORCH_CUDA = Arithmetic(
-    "torch on CUDA (expf)", exp_ulps=2.0, exp_ulps_per_gap=0.0, div_ulps=1.5,
+    "torch on CUDA (expf)", exp_ulps=2.0, exp_ulps_per_gap=0.0, div_ulps=1.5, log_ulps=1.0,
     flushes_subnormals=False, downcast_ulps=TO_NEAREST,
 )
 UNKNOWN = Arithmetic(
     "unknown kernel (loosest known)", exp_ulps=4.0, exp_ulps_per_gap=2.0, div_ulps=3.0,
+    log_ulps=4.0, log_abs=2.0**-20,
     flushes_subnormals=True,
 )
 
@@ -82,7 +103,7 @@ def triton_block_profile(backend: str, num_warps: int) -> PrecisionProfile:
     return PrecisionProfile(TRITON_ARITHMETIC[backend], reduction)
 
 
-def torch_profile(backend: str, x: torch.Tensor, dim: int) -> PrecisionProfile:
+def torch_profile(backend: str, x: torch.Tensor, dim: int, log: bool = False) -> PrecisionProfile:
     """torch.softmax on ``backend``, which takes another path for a dim that is not the last."""
     arithmetic = TORCH_ARITHMETIC[backend]
     if arithmetic is TORCH_CPU and dim % max(x.dim(), 1) != x.dim() - 1:
@@ -90,5 +111,27 @@ def torch_profile(backend: str, x: torch.Tensor, dim: int) -> PrecisionProfile:
     return PrecisionProfile(arithmetic, ORDER_FREE)
 
 
-def unknown_profile(backend: str, x: torch.Tensor, dim: int) -> PrecisionProfile:
+def unknown_profile(backend: str, x: torch.Tensor, dim: int, log: bool = False) -> PrecisionProfile:
     return PrecisionProfile(UNKNOWN, ORDER_FREE)
+
+
+WIDE_DOWNCAST = {  # float64 -> fp32 (to nearest), then the store's conversion for half outputs
+    torch.float32: 0.5, torch.float16: 0.5 + 2.0**-12, torch.bfloat16: 0.5 + 2.0**-15}
+
+# Keyed by (backend, wide): "wide" calls keep the gap, exps and sums in float64 and round once.
+FULL_SOFTMAX_ARITHMETIC = {
+    ("cpu", True): Arithmetic(
+        "full_softmax under the interpreter (float64 gap, exp, sum and log)", exp_ulps=1.0, exp_ulps_per_gap=0.0,
+        div_ulps=0.5, flushes_subnormals=False, log_ulps=1.0, exact_gap=True, compute=FP64,
+        downcast_ulps={**WIDE_DOWNCAST, torch.bfloat16: 1.0 + 2.0**-15},  # the interpreter truncates to bf16
+        subnormal_downcast_unreliable=frozenset({torch.bfloat16}),
+    ),
+    ("cuda", False): replace(TRITON_NVIDIA, name="full_softmax on NVIDIA (libdevice expf, div_rn)",
+                             exp_ulps=2.5, exp_ulps_per_gap=0.0, div_ulps=0.5, exact_gap=True),
+    ("cuda", True): Arithmetic(
+        "full_softmax log_softmax on NVIDIA (float64)", exp_ulps=1.0, exp_ulps_per_gap=0.0, div_ulps=0.5,
+        flushes_subnormals=False, log_ulps=1.0, exact_gap=True, compute=FP64, downcast_ulps=WIDE_DOWNCAST,
+    ),
+    ("npu", False): replace(TRITON_ASCEND, name="full_softmax on Ascend (unmeasured, conservative)", exact_gap=True,
+                            log_result_ulps=1.0),
+}

@@ -11,6 +11,7 @@ import numpy as np
 import torch
 
 from harness.judge import Errors, Judgement
+from oracles.formats import format_of
 from harness.strategies import Case
 
 from .summary import ulp_histogram
@@ -58,7 +59,7 @@ def make_record(kernel: str, backend, case: Case, op: str, verdict: Judgement) -
         "backend": backend.name,
         "device": backend.device_name,
         "op": op,
-        "dtype": str(verdict.fmt),
+        "dtype": str(format_of(case.dtype)),  # the input's; softmax_fp32_out outputs fp32
         "shape": list(case.shape),
         "dim": case.dim,
         "row_length": case.row_length,

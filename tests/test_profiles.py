@@ -11,8 +11,9 @@ import torch
 import triton
 import triton.language as tl
 
+from kernels import full_softmax
 from oracles.formats import FP32, format_of, ulp
-from oracles.profiles import TRITON_ARITHMETIC
+from oracles.profiles import FULL_SOFTMAX_ARITHMETIC, TRITON_ARITHMETIC
 
 BLOCK = 1024
 
@@ -102,3 +103,34 @@ def test_downcast_within_profile(backend, arithmetic, dtype, note):
         assert np.all(np.abs(got[~normal]) < fmt.min_normal)
     else:
         assert np.all(error[~normal] <= allowed)
+
+
+@triton.jit
+def full_softmax_exp_probe(x_ptr, shift_ptr, y_ptr, n, BLOCK: tl.constexpr, WIDE: tl.constexpr,
+                           PRECISE: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    e = full_softmax._exp_gap(tl.load(x_ptr + offsets, mask=mask), tl.load(shift_ptr + offsets, mask=mask),
+                              WIDE, PRECISE)
+    tl.store(y_ptr + offsets, e.to(tl.float32), mask=mask)
+
+
+def test_full_softmax_exp_within_its_profile(backend, note):
+    """The full kernel's exp(x - max), gap error recovered: within its own profile's c0, no |d| term."""
+    mode = full_softmax.arithmetic(backend.device, log=False)
+    arithmetic = FULL_SOFTMAX_ARITHMETIC[backend.name, mode["WIDE"]]
+    g = generator(4)
+    shift = (torch.rand(1 << 15, generator=g) * 80 - 20).float()
+    x = (shift - torch.rand(1 << 15, generator=g) * 90).float()  # gaps down to -90, rounded in fp32
+    out = torch.empty(x.shape, dtype=torch.float32, device=backend.device)
+    full_softmax_exp_probe[(triton.cdiv(x.numel(), BLOCK),)](
+        x.to(backend.device), shift.to(backend.device), out, x.numel(), BLOCK=BLOCK, **mode)
+    exact = np.exp(x.double().numpy() - shift.double().numpy())  # the exact gap, in float64
+    got = out.cpu().double().numpy()
+    normal = exact >= FP32.min_normal
+    error = np.abs(got - exact) / ulp(exact, FP32)
+    # In ulps of fp32: c0 in the compute format's ulps, plus the rounding to fp32 when that format is wider.
+    wider = arithmetic.compute.precision - FP32.precision
+    allowed = arithmetic.exp_ulps * 2.0**-wider + (0.5 if wider else 0.0)
+    note(f"full_softmax exp of gaps to -90: max {error[normal].max():.3f} ulp, allowed {allowed}")
+    assert np.all(error[normal] <= allowed)

@@ -1,0 +1,197 @@
+"""Bandwidth of softmax kernels against torch.softmax and a device-to-device copy.
+
+    python bench/softmax_bandwidth.py [--out DIR] [--dtypes float32 bfloat16]
+
+For M = 4096 rows and N from 128 to 65536, then long rows (2^18 and 2^20
+elements, with M chosen so that a tensor holds 2^26 elements), in fp32 and
+bf16, it times: the full-domain kernel (``kernels/full_softmax.py``), the
+documents' kernel (``kernels/fused_softmax.py``), torch.softmax, the naive
+five-op torch version, and ``y.copy_(x)``, the practical limit.  GB/s count
+one read and one write of the tensor.  Every ratio in the table is between
+figures measured in this run.
+
+Timing: each provider is captured in a CUDA graph that calls it over enough
+distinct input buffers to overflow L2, so the figures are memory bandwidth,
+not cache bandwidth, and Python launch overhead stays out; the graph is
+replayed and the median of the replays is taken (``triton.testing.do_bench``
+style).  On a machine without a GPU the script runs once, tiny, under the
+Triton interpreter, as a smoke check: its numbers are not performance.
+
+Writes ``bandwidth.json`` and ``bandwidth.png`` to ``--out`` (default
+``docs/bench``), and checks the performance targets of the full kernel.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+SMOKE = not torch.cuda.is_available()
+if SMOKE:
+    os.environ["TRITON_INTERPRET"] = "1"  # before triton is imported
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from kernels import full_softmax, fused_softmax  # noqa: E402
+
+WIDTHS = [128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536]
+LONG_ROWS = [1 << 18, 1 << 20]
+M = 4096
+L2_OVERFLOW = 256 << 20  # bytes of distinct inputs per graph replay
+
+
+def naive_softmax(x: torch.Tensor) -> torch.Tensor:
+    """The tutorials' five-op version: max, subtract, exp, sum, divide (5 reads, 3 writes)."""
+    z = x - x.max(dim=1)[0][:, None]
+    numerator = torch.exp(z)
+    return numerator / numerator.sum(dim=1)[:, None]
+
+
+PROVIDERS = {
+    "full_softmax": lambda x: full_softmax.softmax(x, -1),
+    "fused_softmax": lambda x: fused_softmax.softmax(x, -1),
+    "torch": lambda x: torch.softmax(x, -1),
+    "naive": naive_softmax,
+    "copy": lambda x: torch.empty_like(x).copy_(x),
+}
+
+
+def graph_time_ms(fn, inputs: list[torch.Tensor], replays: int = 20) -> float:
+    """Median time of one call, from CUDA-graph replays that cycle through ``inputs``."""
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for x in inputs[:2]:
+            fn(x)  # compile and warm up outside the graph
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for x in inputs:
+            fn(x)
+    graph.replay()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(replays):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        graph.replay()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) / len(inputs))
+    return statistics.median(times)
+
+
+def measure(rows: int, cols: int, dtype: torch.dtype) -> dict:
+    nbytes = rows * cols * torch.finfo(dtype).bits // 8
+    copies = max(1, math.ceil(L2_OVERFLOW / nbytes))
+    generator = torch.Generator(device="cuda").manual_seed(0)
+    inputs = [torch.randn(rows, cols, device="cuda", dtype=dtype, generator=generator) for _ in range(copies)]
+    result = {"M": rows, "N": cols, "dtype": str(dtype).removeprefix("torch."), "gbps": {}}
+    for name, fn in PROVIDERS.items():
+        if name == "fused_softmax" and fused_softmax.CAPABILITIES.refusal(inputs[0], -1) is not None:
+            continue  # the documents' kernel refuses rows this long
+        ms = graph_time_ms(fn, inputs)
+        result["gbps"][name] = 2 * nbytes / (ms * 1e-3) / 1e9
+    del inputs
+    torch.cuda.empty_cache()
+    return result
+
+
+TARGETS = [
+    ("at least 90% of copy, N 1024..32768", lambda r: 1024 <= r["N"] <= 32768 and r["M"] == M,
+     lambda g: g["full_softmax"] >= 0.9 * g["copy"]),
+    ("at least torch.softmax, every N", lambda r: True, lambda g: g["full_softmax"] >= g["torch"]),
+    ("at least 1.5x torch.softmax, N <= 512", lambda r: r["N"] <= 512, lambda g: g["full_softmax"] >= 1.5 * g["torch"]),
+    ("at least 60% of copy, rows of 2^18 and 2^20", lambda r: r["N"] in LONG_ROWS,
+     lambda g: g["full_softmax"] >= 0.6 * g["copy"]),
+]
+
+
+def table(results: list[dict]) -> list[str]:
+    names = list(PROVIDERS)
+    lines = ["dtype     M      N        " + "".join(f"{n:>14}" for n in names) + "   full/torch  full/copy"]
+    for r in results:
+        g = r["gbps"]
+        cells = "".join(f"{g[n]:>14.0f}" if n in g else f"{'refuses':>14}" for n in names)
+        lines.append(f"{r['dtype']:<9} {r['M']:<6} {r['N']:<8} {cells}   "
+                     f"{g['full_softmax'] / g['torch']:>9.2f}x  {g['full_softmax'] / g['copy']:>8.2f}")
+    return lines
+
+
+def check_targets(results: list[dict]) -> list[str]:
+    lines = []
+    for title, applies, holds in TARGETS:
+        rows = [r for r in results if applies(r)]
+        misses = [f"{r['dtype']} N={r['N']}" for r in rows if not holds(r["gbps"])]
+        lines.append(f"{'met ' if not misses else 'MISSED'}  {title}" + (f": {', '.join(misses)}" if misses else ""))
+    return lines
+
+
+def plot(results: list[dict], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    dtypes = sorted({r["dtype"] for r in results})
+    figure, axes = plt.subplots(1, len(dtypes), figsize=(7 * len(dtypes), 4.5), squeeze=False)
+    for axis, dtype in zip(axes[0], dtypes):
+        mine = [r for r in results if r["dtype"] == dtype]
+        for name in PROVIDERS:
+            points = [(r["N"], r["gbps"][name]) for r in mine if name in r["gbps"]]
+            axis.plot(*zip(*points), marker="o", label=name)
+        axis.set_xscale("log", base=2)
+        axis.set(xlabel="N (row length)", ylabel="GB/s (one read + one write)",
+                 title=f"{dtype}, M = {M} (long rows: 2^26 elements)")
+        axis.legend(fontsize=8)
+    figure.suptitle(torch.cuda.get_device_name())
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+
+
+def smoke() -> None:
+    print("No GPU: a smoke run under the Triton interpreter. These numbers are NOT performance.")
+    x = torch.randn(64, 300)
+    for name, fn in PROVIDERS.items():
+        start = time.perf_counter()
+        y = fn(x)
+        elapsed = time.perf_counter() - start
+        error = (y - torch.softmax(x.double(), -1)).abs().max().item() if name != "copy" else 0.0
+        print(f"  {name:<14} ran in {elapsed * 1e3:8.1f} ms, max abs error {error:.2e}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=Path("docs/bench"))
+    parser.add_argument("--dtypes", nargs="+", default=["float32", "bfloat16"])
+    args = parser.parse_args()
+    if SMOKE:
+        smoke()
+        return
+    results = []
+    for dtype in (getattr(torch, name) for name in args.dtypes):
+        for n in WIDTHS:
+            results.append(measure(M, n, dtype))
+        for n in LONG_ROWS:
+            results.append(measure((1 << 26) // n, n, dtype))
+        print("\n".join(table(results[-len(WIDTHS) - len(LONG_ROWS):])), flush=True)
+    args.out.mkdir(parents=True, exist_ok=True)
+    device = {"name": torch.cuda.get_device_name(), "torch": torch.__version__,
+              "triton": __import__("triton").__version__}
+    (args.out / "bandwidth.json").write_text(json.dumps({"device": device, "results": results}, indent=1) + "\n")
+    plot(results, args.out / "bandwidth.png")
+    print(f"\n{device['name']}, torch {device['torch']}, triton {device['triton']}")
+    print("\n".join(table(results)))
+    print("\n".join(check_targets(results)))
+
+
+if __name__ == "__main__":
+    main()

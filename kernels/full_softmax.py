@@ -1,0 +1,411 @@
+"""A full-domain Triton softmax: any rank, dim and strides, rows of any length, log and masked variants.
+
+A *row* is one slice along ``dim``; the other dims (up to three after merging)
+index the rows.  Each program takes a tile of ROWS rows by BLOCK columns, so
+short rows share a program and long rows get all of its lanes:
+
+* ``rows_kernel``, single pass: the row fits one block; one read, one write.
+* ``rows_kernel``, chunked: the row is longer than a block; a first pass keeps
+  a running maximum and a sum rescaled whenever the maximum grows (online
+  softmax), a second pass writes.  The second read mostly hits L2.
+* ``split_stats_kernel`` + ``split_write_kernel``: very long rows and too few of
+  them to fill the device; several programs share a row, each computing the
+  maximum and rescaled sum of its span, and the write pass combines them.
+
+Loads follow the strides (no hidden copy); offsets are 64-bit; arithmetic is
+fp32 whatever the input dtype; the output is contiguous in ``x``'s logical
+order, in ``x``'s dtype or fp32 (``out_dtype``).  Semantics are the oracle's
+(``oracles/semantics.py``): ``tl.max`` skips NaN, but a NaN still reaches the
+sum through its own exponential, so the whole row becomes NaN, as it should.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import triton
+import triton.language as tl
+from triton.language.extra import libdevice
+
+from oracles.bounds import PrecisionProfile, Reduction
+from oracles.profiles import FULL_SOFTMAX_ARITHMETIC
+
+from .launch import compute_units, interpreted, require_triton_device
+from .registry import HALF_AND_SINGLE, Capabilities, KernelSpec, register
+
+# The rounding of x - max, not exp itself, dominates the error of a plain fp32
+# softmax (|x - max| u relative).  This kernel avoids it in one of two ways:
+#   WIDE: the gap, its exp and the row sum in float64, one rounding at the store
+#         (the interpreter; log_softmax on CUDA, whose result near 0 needs an exact sum);
+#   else: fp32, with the gap's exact rounding error recovered (TwoSum) and multiplied
+#         back in; PRECISE takes libdevice's expf (CUDA), otherwise tl.exp (Ascend).
+
+MAX_OUTER_DIMS = 3
+NPU_GRID_LIMIT = 65535
+NPU_UB_BYTES = 192 * 1024
+INTERPRETER_BLOCK = 1024
+GPU_BLOCK = 16384  # fp32 values of one row held in the registers of 16 warps: 32 per thread
+CHUNK_BLOCK = 8192
+TILE_BYTES = 16384
+
+
+@triton.jit
+def _row_bases(rows, size1, size2, stride0, stride1, stride2):
+    """Offsets of rows' first elements: row = (i0 * size1 + i1) * size2 + i2."""
+    i2 = rows % size2
+    rest = rows // size2
+    return (rest // size1) * stride0 + (rest % size1) * stride1 + i2 * stride2
+
+
+@triton.jit
+def _gap(x, shift):
+    """fl(x - shift) and its exact rounding error (Knuth's TwoSum; 0 where the gap is not finite)."""
+    gap = x - shift
+    back = gap - x
+    error = (x - (gap - back)) + (-shift - back)
+    finite = (gap - gap) == 0.0  # inf - inf and NaN - NaN are NaN
+    return gap, tl.where(finite, error, 0.0)
+
+
+@triton.jit
+def _exp_gap(x, shift, WIDE: tl.constexpr, PRECISE: tl.constexpr):
+    """exp(x - shift) without the subtraction's rounding error, in float64 when WIDE."""
+    if WIDE:
+        return tl.exp(x.to(tl.float64) - shift.to(tl.float64))
+    gap, error = _gap(x, shift)
+    if PRECISE:
+        e = libdevice.exp(gap)
+    else:
+        e = tl.exp(gap)
+    return e + e * error  # e^(gap + error) to first order; error^2 < 2^-48
+
+
+@triton.jit
+def _load(x_ptr, m_ptr, x_base, m_base, cols, row_ok, n_cols, x_col_stride, m_col_stride, MASKED: tl.constexpr):
+    """A [ROWS, BLOCK] tile in fp32, -inf in padding and (masked softmax) in masked-out entries."""
+    valid = row_ok[:, None] & (cols < n_cols)[None, :]
+    x = tl.load(x_ptr + x_base[:, None] + cols[None, :] * x_col_stride, mask=valid, other=-float("inf"))
+    x = x.to(tl.float32)
+    if MASKED:
+        keep = tl.load(m_ptr + m_base[:, None] + cols[None, :] * m_col_stride, mask=valid, other=0)
+        x = tl.where(keep != 0, x, -float("inf"))
+    return x
+
+
+@triton.jit
+def _finish(x, row_max, total, LOG: tl.constexpr, MASKED: tl.constexpr, WIDE: tl.constexpr,
+            PRECISE: tl.constexpr):
+    """The output tile, in fp32, from the row's maximum and sum of exponentials."""
+    m = row_max[:, None]
+    if LOG:
+        if WIDE:
+            y = x.to(tl.float64) - m.to(tl.float64) - tl.log(total[:, None])
+        else:  # the gap's rounding error added back: a second rounding
+            gap, error = _gap(x, m)
+            y = (gap - tl.log(total[:, None])) + error
+    else:
+        e = _exp_gap(x, m, WIDE, PRECISE)
+        if WIDE:
+            y = e / total[:, None]
+        elif PRECISE:
+            y = tl.math.div_rn(e, total[:, None])  # correctly rounded, unlike div.full
+        else:
+            y = e / total[:, None]
+    if MASKED:
+        y = tl.where((row_max == -float("inf"))[:, None], 0.0, y)  # nothing left to attend to
+    return y.to(tl.float32)  # one rounding; the store rounds once more only for half outputs
+
+
+@triton.jit
+def _online_update(row_max, total, x, WIDE: tl.constexpr, PRECISE: tl.constexpr):
+    """Fold a tile into a running maximum and a sum of exp(x - maximum) rescaled to it."""
+    new_max = tl.maximum(row_max, tl.max(x, axis=1))
+    # While a row holds only -inf, keep its sum at 0 instead of exp(-inf - -inf) = NaN.
+    shift = tl.where(new_max == -float("inf"), 0.0, new_max)
+    rescale = tl.where(new_max == -float("inf"), 0.0, _exp_gap(row_max, shift, WIDE, PRECISE))
+    return new_max, total * rescale + tl.sum(_exp_gap(x, shift[:, None], WIDE, PRECISE), axis=1)
+
+
+@triton.jit
+def _zeros(ROWS: tl.constexpr, WIDE: tl.constexpr):
+    """A running sum: float64 when WIDE."""
+    if WIDE:
+        return tl.zeros([ROWS], tl.float64)
+    return tl.zeros([ROWS], tl.float32)
+
+
+@triton.jit
+def rows_kernel(y_ptr, x_ptr, m_ptr, n_rows, n_cols, size1, size2,
+                xs0, xs1, xs2, xsd, ys0, ys1, ys2, ysd, ms0, ms1, ms2, msd,
+                ROWS: tl.constexpr, BLOCK: tl.constexpr, CHUNKED: tl.constexpr, LOG: tl.constexpr,
+                MASKED: tl.constexpr, WIDE: tl.constexpr, PRECISE: tl.constexpr):
+    cols = tl.arange(0, BLOCK)
+    tiles = tl.cdiv(n_rows, ROWS)
+    for tile in tl.range(tl.program_id(0), tiles, tl.num_programs(0)):
+        # 64-bit row indices, so that offsets past 2^31 stay exact.
+        rows = (tile + tl.zeros([ROWS], tl.int64)) * ROWS + tl.arange(0, ROWS)
+        row_ok = rows < n_rows
+        x_base = _row_bases(rows, size1, size2, xs0, xs1, xs2)
+        y_base = _row_bases(rows, size1, size2, ys0, ys1, ys2)
+        m_base = _row_bases(rows, size1, size2, ms0, ms1, ms2)
+        if not CHUNKED:
+            x = _load(x_ptr, m_ptr, x_base, m_base, cols, row_ok, n_cols, xsd, msd, MASKED)
+            row_max = tl.max(x, axis=1)
+            total = tl.sum(_exp_gap(x, row_max[:, None], WIDE, PRECISE), axis=1)
+            y = _finish(x, row_max, total, LOG, MASKED, WIDE, PRECISE)
+            valid = row_ok[:, None] & (cols < n_cols)[None, :]
+            tl.store(y_ptr + y_base[:, None] + cols[None, :] * ysd, y, mask=valid)
+        else:
+            row_max = tl.full([ROWS], -float("inf"), tl.float32)
+            total = _zeros(ROWS, WIDE)
+            for start in tl.range(0, n_cols, BLOCK):
+                x = _load(x_ptr, m_ptr, x_base, m_base, start + cols, row_ok, n_cols, xsd, msd, MASKED)
+                row_max, total = _online_update(row_max, total, x, WIDE, PRECISE)
+            for start in tl.range(0, n_cols, BLOCK):
+                x = _load(x_ptr, m_ptr, x_base, m_base, start + cols, row_ok, n_cols, xsd, msd, MASKED)
+                y = _finish(x, row_max, total, LOG, MASKED, WIDE, PRECISE)
+                valid = row_ok[:, None] & ((start + cols) < n_cols)[None, :]
+                tl.store(y_ptr + y_base[:, None] + (start + cols)[None, :] * ysd, y, mask=valid)
+
+
+@triton.jit
+def split_stats_kernel(stats_ptr, x_ptr, m_ptr, n_cols, span, splits, size1, size2,
+                       xs0, xs1, xs2, xsd, ms0, ms1, ms2, msd, BLOCK: tl.constexpr, MASKED: tl.constexpr,
+                       WIDE: tl.constexpr, PRECISE: tl.constexpr):
+    """Program (row, part): maximum and rescaled sum of its span of the row."""
+    rows = tl.program_id(0) + tl.zeros([1], tl.int64)  # one row, as a 1-row tile
+    part = tl.program_id(1)
+    row_ok = rows >= 0
+    x_base = _row_bases(rows, size1, size2, xs0, xs1, xs2)
+    m_base = _row_bases(rows, size1, size2, ms0, ms1, ms2)
+    cols = tl.arange(0, BLOCK)
+    row_max = tl.full([1], -float("inf"), tl.float32)
+    total = _zeros(1, WIDE)
+    first = part * span
+    for start in tl.range(first, tl.minimum(first + span, n_cols), BLOCK):
+        x = _load(x_ptr, m_ptr, x_base, m_base, start + cols, row_ok, tl.minimum(first + span, n_cols),
+                  xsd, msd, MASKED)
+        row_max, total = _online_update(row_max, total, x, WIDE, PRECISE)
+    slot = (rows * splits + part) * 2
+    tl.store(stats_ptr + slot, row_max.to(tl.float64))
+    tl.store(stats_ptr + slot + 1, total.to(tl.float64))
+
+
+@triton.jit
+def split_write_kernel(y_ptr, x_ptr, m_ptr, stats_ptr, n_cols, span, size1, size2,
+                       xs0, xs1, xs2, xsd, ys0, ys1, ys2, ysd, ms0, ms1, ms2, msd,
+                       SPLITS: tl.constexpr, BLOCK: tl.constexpr, LOG: tl.constexpr, MASKED: tl.constexpr,
+                       WIDE: tl.constexpr, PRECISE: tl.constexpr):
+    """Program (row, part): combine the row's partial sums, then write its span."""
+    rows = tl.program_id(0) + tl.zeros([1], tl.int64)  # one row, as a 1-row tile
+    part = tl.program_id(1)
+    slots = (rows[:, None] * SPLITS + tl.arange(0, SPLITS)[None, :]) * 2
+    maxima = tl.load(stats_ptr + slots).to(tl.float32)  # fp32 values, stored exactly in float64
+    sums = tl.load(stats_ptr + slots + 1)
+    if not WIDE:
+        sums = sums.to(tl.float32)
+    row_max = tl.max(maxima, axis=1)
+    shift = tl.where(row_max == -float("inf"), 0.0, row_max)
+    rescale = _exp_gap(maxima, shift[:, None], WIDE, PRECISE)
+    total = tl.sum(tl.where(maxima == -float("inf"), 0.0, sums * rescale), axis=1)
+    row_ok = rows >= 0
+    x_base = _row_bases(rows, size1, size2, xs0, xs1, xs2)
+    y_base = _row_bases(rows, size1, size2, ys0, ys1, ys2)
+    m_base = _row_bases(rows, size1, size2, ms0, ms1, ms2)
+    cols = tl.arange(0, BLOCK)
+    first = part * span
+    last = tl.minimum(first + span, n_cols)
+    for start in tl.range(first, last, BLOCK):
+        x = _load(x_ptr, m_ptr, x_base, m_base, start + cols, row_ok, last, xsd, msd, MASKED)
+        y = _finish(x, row_max, total, LOG, MASKED, WIDE, PRECISE)
+        valid = row_ok[:, None] & ((start + cols) < last)[None, :]
+        tl.store(y_ptr + y_base[:, None] + (start + cols)[None, :] * ysd, y, mask=valid)
+
+
+# ---------------------------------------------------------------------------- host side
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How one call runs: which path, the tile, the warps, and how many programs share a row."""
+
+    path: str  # "single", "chunked" or "split"
+    block: int
+    rows: int
+    num_warps: int
+    splits: int = 1
+    programs: int = 1
+
+    def chunks(self, n: int) -> int:
+        return max(1, math.ceil(n / (self.block * self.splits)))
+
+
+def largest_block(device: torch.device) -> int:
+    """The widest row one pass holds: registers on GPUs, the 192 KB unified buffer on Ascend.
+
+    Under the interpreter it is kept small, so that tests of modest size reach
+    the chunked and split paths too.
+    """
+    if interpreted():
+        return INTERPRETER_BLOCK
+    if device.type == "npu":
+        return 1 << int(math.log2(NPU_UB_BYTES // (3 * 4)))  # the tile, its exponentials, the output, in fp32
+    return GPU_BLOCK
+
+
+def plan(shape: tuple[int, ...], dim: int, device: torch.device, element_size: int) -> Plan:
+    """The path and tile for a call.
+
+    Short rows share a tile of TILE_BYTES so that every program moves enough
+    bytes; rows up to the largest block stay in registers (one pass); longer
+    rows are chunked with one persistent program per compute unit, so that the
+    rows in flight (at most 132 x 256 KB on an H100 at 65536 fp32) fit L2 and
+    the second pass rereads L2, not memory; long rows that are too few to fill
+    the device are split across programs.
+    """
+    n = shape[dim]
+    n_rows = max(math.prod(shape) // max(n, 1), 1)
+    units = compute_units(device)
+    widest = largest_block(device)
+    interpret = interpreted()
+    if n <= widest:
+        block = triton.next_power_of_2(max(n, 1))
+        rows = max(1, min(64, TILE_BYTES // (block * element_size), triton.next_power_of_2(n_rows)))
+        warps = 1 if interpret else min(16, max(4, block * rows // 512))
+        tiles = math.ceil(n_rows / rows)
+        return Plan("single", block, rows, warps, programs=min(tiles, units * 4, NPU_GRID_LIMIT))
+    block = max(widest // 4, 16) if interpret else CHUNK_BLOCK
+    warps = 1 if interpret else 16
+    if n_rows >= units:
+        return Plan("chunked", block, 1, warps, programs=min(n_rows, units, NPU_GRID_LIMIT))
+    splits = triton.next_power_of_2(max(1, min(math.ceil(2 * units / n_rows), math.ceil(n / block))))
+    return Plan("split", block, 1, warps, splits=splits, programs=n_rows * splits)
+
+
+def arithmetic(device: torch.device, log: bool) -> dict:
+    """WIDE and PRECISE for a call (see the top of this module)."""
+    if interpreted():
+        return dict(WIDE=True, PRECISE=False)
+    return dict(WIDE=log and device.type == "cuda", PRECISE=device.type == "cuda")
+
+
+def row_layout(tensors: list[torch.Tensor], dim: int) -> tuple[list[int], list[list[int]]] | None:
+    """Sizes of the dims that index rows, with each tensor's strides for them.
+
+    Dims merge where every tensor steps over the next one exactly; size-1 dims
+    drop out.  None when more than three remain.
+    """
+    sizes: list[int] = []
+    strides: list[list[int]] = [[] for _ in tensors]
+    for d, n in enumerate(tensors[0].shape):
+        if d == dim or n == 1:
+            continue
+        if sizes and all(st[-1] == t.stride(d) * n for st, t in zip(strides, tensors)):
+            sizes[-1] *= n
+            for st, t in zip(strides, tensors):
+                st[-1] = t.stride(d)
+        else:
+            sizes.append(n)
+            for st, t in zip(strides, tensors):
+                st.append(t.stride(d))
+    if len(sizes) > MAX_OUTER_DIMS:
+        return None
+    pad = MAX_OUTER_DIMS - len(sizes)
+    return [1] * pad + sizes, [[0] * pad + st for st in strides]
+
+
+CAPABILITIES = Capabilities(
+    dtypes=HALF_AND_SINGLE,
+    log_softmax=True,
+    masked=True,
+    out_dtype=True,
+    path_boundaries={"cpu": (INTERPRETER_BLOCK,), "cuda": (GPU_BLOCK,), "npu": (16384,)},
+)
+
+
+def _run(x: torch.Tensor, dim: int, *, log: bool, mask: torch.Tensor | None,
+         out_dtype: torch.dtype | None) -> torch.Tensor:
+    CAPABILITIES.check(x, dim)
+    require_triton_device(x)
+    if out_dtype not in (None, x.dtype, torch.float32):
+        raise TypeError(f"out_dtype must be None, x.dtype or torch.float32; got {out_dtype}")
+    if mask is not None and (not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool
+                             or mask.shape != x.shape or mask.device != x.device):
+        raise ValueError(f"mask must be a bool tensor of x's shape {tuple(x.shape)} on {x.device}")
+    if x.dim() == 0:
+        scalar_mask = None if mask is None else mask.reshape(1)
+        return _run(x.reshape(1), 0, log=log, mask=scalar_mask, out_dtype=out_dtype).reshape(())
+    dim %= x.dim()
+    y = torch.empty(x.shape, dtype=out_dtype or x.dtype, device=x.device)
+    if x.numel() == 0:
+        return y
+    keep = None if mask is None else mask.view(torch.uint8)
+    layout = row_layout([x, y] + ([keep] if keep is not None else []), dim)
+    if layout is None:  # more than three index dims that will not merge: copy to contiguous once
+        contiguous_mask = None if mask is None else mask.contiguous()
+        return _run(x.contiguous(), dim, log=log, mask=contiguous_mask, out_dtype=out_dtype)
+    sizes, (xs, ys, *rest) = layout
+    ms = rest[0] if rest else [0] * MAX_OUTER_DIMS
+    n = x.shape[dim]
+    n_rows = x.numel() // n
+    p = plan(tuple(x.shape), dim, x.device, x.element_size())
+    masked = keep is not None
+    mask_arg, msd = (keep, keep.stride(dim)) if masked else (x, 0)
+    mode = arithmetic(x.device, log)
+    if p.path == "split":
+        stats = torch.empty((n_rows, p.splits, 2), dtype=torch.float64 if mode["WIDE"] else torch.float32,
+                            device=x.device)
+        span = math.ceil(n / p.splits)
+        split_stats_kernel[(n_rows, p.splits)](
+            stats, x, mask_arg, n, span, p.splits, sizes[1], sizes[2], *xs, x.stride(dim), *ms, msd,
+            BLOCK=p.block, MASKED=masked, **mode, num_warps=p.num_warps)
+        split_write_kernel[(n_rows, p.splits)](
+            y, x, mask_arg, stats, n, span, sizes[1], sizes[2], *xs, x.stride(dim), *ys, y.stride(dim), *ms, msd,
+            SPLITS=p.splits, BLOCK=p.block, LOG=log, MASKED=masked, **mode, num_warps=p.num_warps)
+        return y
+    rows_kernel[(p.programs,)](
+        y, x, mask_arg, n_rows, n, sizes[1], sizes[2], *xs, x.stride(dim), *ys, y.stride(dim), *ms, msd,
+        ROWS=p.rows, BLOCK=p.block, CHUNKED=p.path == "chunked", LOG=log, MASKED=masked, **mode,
+        num_warps=p.num_warps)
+    return y
+
+
+def softmax(x: torch.Tensor, dim: int = -1, out_dtype: torch.dtype | None = None) -> torch.Tensor:
+    """Softmax of ``x`` along ``dim``; ``out_dtype=torch.float32`` returns fp32 for half inputs."""
+    return _run(x, dim, log=False, mask=None, out_dtype=out_dtype)
+
+
+def log_softmax(x: torch.Tensor, dim: int = -1, out_dtype: torch.dtype | None = None) -> torch.Tensor:
+    return _run(x, dim, log=True, mask=None, out_dtype=out_dtype)
+
+
+def masked_softmax(x: torch.Tensor, mask: torch.Tensor, dim: int = -1,
+                   out_dtype: torch.dtype | None = None) -> torch.Tensor:
+    """Softmax where ``mask`` is True; rows left with nothing but -inf give zeros (safe softmax)."""
+    return _run(x, dim, log=False, mask=mask, out_dtype=out_dtype)
+
+
+def precision(backend: str, x: torch.Tensor, dim: int, log: bool = False) -> PrecisionProfile:
+    """The call's arithmetic, and the reduction of its path: one block, or blocks folded with rescales."""
+    shape = tuple(x.shape) or (1,)
+    p = plan(shape, dim % len(shape), x.device, x.element_size())
+    kind = {"cpu": "numpy-pairwise-block", "cuda": "triton-block"}.get(backend, "sequential")
+    n = shape[dim % len(shape)]
+    chunks = 1 if p.path == "single" else math.ceil(math.ceil(n / p.splits) / p.block) + (p.splits > 1)
+    wide = interpreted() or (log and backend == "cuda")
+    return PrecisionProfile(FULL_SOFTMAX_ARITHMETIC[backend, wide],
+                            Reduction(kind, num_warps=p.num_warps, rows=p.rows,
+                                      block=None if p.path == "single" else p.block, chunks=chunks))
+
+
+SPEC = register(KernelSpec(
+    name="full_softmax",
+    softmax=softmax,
+    capabilities=CAPABILITIES,
+    log_softmax=log_softmax,
+    masked_softmax=masked_softmax,
+    precision=precision,
+    description="full-domain Triton softmax: any rank, dim and strides, any row length, log and masked",
+))
