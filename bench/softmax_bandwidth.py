@@ -10,12 +10,11 @@ five-op torch version, and ``y.copy_(x)``, the practical limit.  GB/s count
 one read and one write of the tensor.  Every ratio in the table is between
 figures measured in this run.
 
-Timing: each provider is captured in a CUDA graph that calls it over enough
-distinct input buffers to overflow L2, so the figures are memory bandwidth,
-not cache bandwidth, and Python launch overhead stays out; the graph is
-replayed and the median of the replays is taken (``triton.testing.do_bench``
-style).  On a machine without a GPU the script runs once, tiny, under the
-Triton interpreter, as a smoke check: its numbers are not performance.
+Timing: ``triton.testing.do_bench``, median, which flushes L2 before every
+timed call (so small inputs are read from memory, not cache) and hides
+Python's launch overhead behind that flush.  On a machine without a GPU the
+script runs once, tiny, under the Triton interpreter, as a smoke check: its
+numbers are not performance.
 
 Writes ``bandwidth.json`` and ``bandwidth.png`` to ``--out`` (default
 ``docs/bench``), and checks the performance targets of the full kernel.
@@ -25,9 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -38,13 +35,14 @@ SMOKE = not torch.cuda.is_available()
 if SMOKE:
     os.environ["TRITON_INTERPRET"] = "1"  # before triton is imported
 
+import triton  # noqa: E402
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from kernels import full_softmax, fused_softmax  # noqa: E402
 
 WIDTHS = [128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536]
 LONG_ROWS = [1 << 18, 1 << 20]
 M = 4096
-L2_OVERFLOW = 256 << 20  # bytes of distinct inputs per graph replay
 
 
 def naive_softmax(x: torch.Tensor) -> torch.Tensor:
@@ -63,43 +61,21 @@ PROVIDERS = {
 }
 
 
-def graph_time_ms(fn, inputs: list[torch.Tensor], replays: int = 20) -> float:
-    """Median time of one call, from CUDA-graph replays that cycle through ``inputs``."""
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        for x in inputs[:2]:
-            fn(x)  # compile and warm up outside the graph
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for x in inputs:
-            fn(x)
-    graph.replay()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(replays):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        graph.replay()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) / len(inputs))
-    return statistics.median(times)
+def time_ms(fn, x: torch.Tensor) -> float:
+    """Median time of one call, as triton.testing.do_bench measures it (L2 flushed before each call)."""
+    fn(x)  # compile outside the timing
+    return triton.testing.do_bench(lambda: fn(x), warmup=25, rep=200, return_mode="median")
 
 
 def measure(rows: int, cols: int, dtype: torch.dtype) -> dict:
     nbytes = rows * cols * torch.finfo(dtype).bits // 8
-    copies = max(1, math.ceil(L2_OVERFLOW / nbytes))
-    generator = torch.Generator(device="cuda").manual_seed(0)
-    inputs = [torch.randn(rows, cols, device="cuda", dtype=dtype, generator=generator) for _ in range(copies)]
+    x = torch.randn(rows, cols, device="cuda", dtype=dtype, generator=torch.Generator(device="cuda").manual_seed(0))
     result = {"M": rows, "N": cols, "dtype": str(dtype).removeprefix("torch."), "gbps": {}}
     for name, fn in PROVIDERS.items():
-        if name == "fused_softmax" and fused_softmax.CAPABILITIES.refusal(inputs[0], -1) is not None:
+        if name == "fused_softmax" and fused_softmax.CAPABILITIES.refusal(x, -1) is not None:
             continue  # the documents' kernel refuses rows this long
-        ms = graph_time_ms(fn, inputs)
-        result["gbps"][name] = 2 * nbytes / (ms * 1e-3) / 1e9
-    del inputs
+        result["gbps"][name] = 2 * nbytes / (time_ms(fn, x) * 1e-3) / 1e9
+    del x
     torch.cuda.empty_cache()
     return result
 

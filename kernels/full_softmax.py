@@ -32,7 +32,7 @@ from triton.language.extra import libdevice
 from oracles.bounds import PrecisionProfile, Reduction
 from oracles.profiles import FULL_SOFTMAX_ARITHMETIC
 
-from .launch import compute_units, interpreted, require_triton_device
+from .launch import cache_bytes, compute_units, interpreted, require_triton_device
 from .registry import HALF_AND_SINGLE, Capabilities, KernelSpec, register
 
 # The rounding of x - max, not exp itself, dominates the error of a plain fp32
@@ -40,7 +40,9 @@ from .registry import HALF_AND_SINGLE, Capabilities, KernelSpec, register
 #   WIDE: the gap, its exp and the row sum in float64, one rounding at the store
 #         (the interpreter; log_softmax on CUDA, whose result near 0 needs an exact sum);
 #   else: fp32, with the gap's exact rounding error recovered (TwoSum) and multiplied
-#         back in; PRECISE takes libdevice's expf (CUDA), otherwise tl.exp (Ascend).
+#         back in; PRECISE takes libdevice's expf and a correctly rounded division (fp32
+#         input on CUDA), otherwise tl.exp and div.full, whose errors vanish in the
+#         rounding to a half output and which keep half inputs at memory speed.
 
 MAX_OUTER_DIMS = 3
 NPU_GRID_LIMIT = 65535
@@ -260,10 +262,10 @@ def plan(shape: tuple[int, ...], dim: int, device: torch.device, element_size: i
 
     Short rows share a tile of TILE_BYTES so that every program moves enough
     bytes; rows up to the largest block stay in registers (one pass); longer
-    rows are chunked with one persistent program per compute unit, so that the
-    rows in flight (at most 132 x 256 KB on an H100 at 65536 fp32) fit L2 and
-    the second pass rereads L2, not memory; long rows that are too few to fill
-    the device are split across programs.
+    rows are chunked, with as many persistent programs as keep the rows in
+    flight within half of L2, so that the second pass rereads L2, not memory;
+    rows too long for that, or too few to fill the device, are split across
+    programs (two passes over memory).
     """
     n = shape[dim]
     n_rows = max(math.prod(shape) // max(n, 1), 1)
@@ -277,18 +279,25 @@ def plan(shape: tuple[int, ...], dim: int, device: torch.device, element_size: i
         tiles = math.ceil(n_rows / rows)
         return Plan("single", block, rows, warps, programs=min(tiles, units * 4, NPU_GRID_LIMIT))
     block = max(widest // 4, 16) if interpret else CHUNK_BLOCK
-    warps = 1 if interpret else 16
-    if n_rows >= units:
-        return Plan("chunked", block, 1, warps, programs=min(n_rows, units, NPU_GRID_LIMIT))
+    warps = 1 if interpret else 8
+    # Rows in flight at once must fit half of L2 for the second pass to reread L2.
+    in_flight = min(4 * units, cache_bytes(device) // 2 // (n * element_size))
+    if n_rows >= units and (interpret or in_flight >= units):
+        return Plan("chunked", block, 1, warps, programs=min(n_rows, max(in_flight, units), NPU_GRID_LIMIT))
     splits = triton.next_power_of_2(max(1, min(math.ceil(2 * units / n_rows), math.ceil(n / block))))
     return Plan("split", block, 1, warps, splits=splits, programs=n_rows * splits)
 
 
-def arithmetic(device: torch.device, log: bool) -> dict:
+def arithmetic(device: torch.device, log: bool, dtype: torch.dtype) -> dict:
     """WIDE and PRECISE for a call (see the top of this module)."""
     if interpreted():
         return dict(WIDE=True, PRECISE=False)
-    return dict(WIDE=log and device.type == "cuda", PRECISE=device.type == "cuda")
+    cuda = device.type == "cuda"
+    return dict(WIDE=cuda and log, PRECISE=cuda and dtype == torch.float32)
+
+
+def arithmetic_name(mode: dict) -> str:
+    return "wide" if mode["WIDE"] else "precise" if mode["PRECISE"] else "fast"
 
 
 def row_layout(tensors: list[torch.Tensor], dim: int) -> tuple[list[int], list[list[int]]] | None:
@@ -353,7 +362,7 @@ def _run(x: torch.Tensor, dim: int, *, log: bool, mask: torch.Tensor | None,
     p = plan(tuple(x.shape), dim, x.device, x.element_size())
     masked = keep is not None
     mask_arg, msd = (keep, keep.stride(dim)) if masked else (x, 0)
-    mode = arithmetic(x.device, log)
+    mode = arithmetic(x.device, log, x.dtype)
     if p.path == "split":
         stats = torch.empty((n_rows, p.splits, 2), dtype=torch.float64 if mode["WIDE"] else torch.float32,
                             device=x.device)
@@ -394,8 +403,8 @@ def precision(backend: str, x: torch.Tensor, dim: int, log: bool = False) -> Pre
     kind = {"cpu": "numpy-pairwise-block", "cuda": "triton-block"}.get(backend, "sequential")
     n = shape[dim % len(shape)]
     chunks = 1 if p.path == "single" else math.ceil(math.ceil(n / p.splits) / p.block) + (p.splits > 1)
-    wide = interpreted() or (log and backend == "cuda")
-    return PrecisionProfile(FULL_SOFTMAX_ARITHMETIC[backend, wide],
+    mode = arithmetic_name(arithmetic(x.device, log, x.dtype))
+    return PrecisionProfile(FULL_SOFTMAX_ARITHMETIC[backend, mode],
                             Reduction(kind, num_warps=p.num_warps, rows=p.rows,
                                       block=None if p.path == "single" else p.block, chunks=chunks))
 

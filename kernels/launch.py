@@ -43,6 +43,14 @@ def compute_units(device: torch.device) -> int:
     return INTERPRETER_PROGRAMS
 
 
+@functools.cache
+def cache_bytes(device: torch.device) -> int:
+    """Last-level cache size: L2 on CUDA; elsewhere a modest guess (it only sizes chunked launches)."""
+    if device.type == "cuda":
+        return torch.cuda.get_device_properties(device).L2_cache_size
+    return 8 << 20
+
+
 def npu_vector_cores(device: torch.device) -> int:
     """Vector-core count from triton-ascend's driver, or the tutorial's 32."""
     try:

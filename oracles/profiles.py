@@ -38,9 +38,10 @@ purpose, and has its own arithmetic.  Under the interpreter, and for
 log_softmax on CUDA, it keeps the gap, the exps, the sum and the log in
 float64 and rounds once (compute format float64).  Its softmax on CUDA stays
 in fp32 for speed but recovers the rounding error of x - max (TwoSum), so no
-|d| term enters, and uses libdevice ``expf`` (2 ulp, CUDA programming guide)
-plus half an ulp for the correction, and a correctly rounded division
-(``div_rn``).  On Ascend, tl.exp likewise corrected, and a log_softmax that
+gap rounding enters; for fp32 input it uses libdevice ``expf`` (2 ulp, CUDA
+programming guide) plus half an ulp for the correction, and a correctly
+rounded division (``div_rn``); for half input tl.exp and div.full, whose
+errors vanish in the rounding to the half output.  On Ascend, tl.exp likewise corrected, and a log_softmax that
 adds the gap's error back (a second rounding).  tests/test_profiles.py
 measures these helpers on the device.
 """
@@ -118,20 +119,23 @@ def unknown_profile(backend: str, x: torch.Tensor, dim: int, log: bool = False) 
 WIDE_DOWNCAST = {  # float64 -> fp32 (to nearest), then the store's conversion for half outputs
     torch.float32: 0.5, torch.float16: 0.5 + 2.0**-12, torch.bfloat16: 0.5 + 2.0**-15}
 
-# Keyed by (backend, wide): "wide" calls keep the gap, exps and sums in float64 and round once.
+# Keyed by (backend, mode): "wide" keeps the gap, exps and sums in float64 and rounds once;
+# "precise" and "fast" compute in fp32 with the gap's rounding recovered.
 FULL_SOFTMAX_ARITHMETIC = {
-    ("cpu", True): Arithmetic(
+    ("cpu", "wide"): Arithmetic(
         "full_softmax under the interpreter (float64 gap, exp, sum and log)", exp_ulps=1.0, exp_ulps_per_gap=0.0,
         div_ulps=0.5, flushes_subnormals=False, log_ulps=1.0, exact_gap=True, compute=FP64,
         downcast_ulps={**WIDE_DOWNCAST, torch.bfloat16: 1.0 + 2.0**-15},  # the interpreter truncates to bf16
         subnormal_downcast_unreliable=frozenset({torch.bfloat16}),
     ),
-    ("cuda", False): replace(TRITON_NVIDIA, name="full_softmax on NVIDIA (libdevice expf, div_rn)",
-                             exp_ulps=2.5, exp_ulps_per_gap=0.0, div_ulps=0.5, exact_gap=True),
-    ("cuda", True): Arithmetic(
+    ("cuda", "precise"): replace(TRITON_NVIDIA, name="full_softmax on NVIDIA (libdevice expf, div_rn)",
+                                 exp_ulps=2.5, exp_ulps_per_gap=0.0, div_ulps=0.5, exact_gap=True),
+    ("cuda", "fast"): replace(TRITON_NVIDIA, name="full_softmax on NVIDIA, half input (tl.exp, div.full)",
+                              exact_gap=True),
+    ("cuda", "wide"): Arithmetic(
         "full_softmax log_softmax on NVIDIA (float64)", exp_ulps=1.0, exp_ulps_per_gap=0.0, div_ulps=0.5,
         flushes_subnormals=False, log_ulps=1.0, exact_gap=True, compute=FP64, downcast_ulps=WIDE_DOWNCAST,
     ),
-    ("npu", False): replace(TRITON_ASCEND, name="full_softmax on Ascend (unmeasured, conservative)", exact_gap=True,
+    ("npu", "fast"): replace(TRITON_ASCEND, name="full_softmax on Ascend (unmeasured, conservative)", exact_gap=True,
                             log_result_ulps=1.0),
 }

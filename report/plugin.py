@@ -63,7 +63,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if config.getoption("update_baseline"):
         if path is None:
             raise pytest.UsageError("--update-baseline needs --accuracy-baseline FILE|auto")
-        if not settings.default.derandomize and config.getoption("hypothesis_seed") is None:
+        if not settings.get_profile(active_profile(config)).derandomize and config.getoption("hypothesis_seed") is None:
             raise pytest.UsageError("a baseline must come from a derandomised run: add --hypothesis-profile ci")
         return
     if path is None:
