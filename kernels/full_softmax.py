@@ -51,6 +51,7 @@ INTERPRETER_BLOCK = 1024
 GPU_BLOCK = 16384  # fp32 values of one row held in the registers of 16 warps: 32 per thread
 CHUNK_BLOCK = 8192
 TILE_BYTES = 16384
+SPLIT_SPAN = 1 << 16  # elements of a split row per program (under the interpreter: 1024)
 
 
 @triton.jit
@@ -75,13 +76,15 @@ def _gap(x, shift):
 def _exp_gap(x, shift, WIDE: tl.constexpr, PRECISE: tl.constexpr):
     """exp(x - shift) without the subtraction's rounding error, in float64 when WIDE."""
     if WIDE:
-        return tl.exp(x.to(tl.float64) - shift.to(tl.float64))
-    gap, error = _gap(x, shift)
-    if PRECISE:
-        e = libdevice.exp(gap)
+        e = tl.exp(x.to(tl.float64) - shift.to(tl.float64))
     else:
-        e = tl.exp(gap)
-    return e + e * error  # e^(gap + error) to first order; error^2 < 2^-48
+        gap, error = _gap(x, shift)
+        if PRECISE:
+            rounded = libdevice.exp(gap)
+        else:
+            rounded = tl.exp(gap)
+        e = rounded + rounded * error  # e^(gap + error) to first order; error^2 < 2^-48
+    return e
 
 
 @triton.jit
@@ -134,15 +137,17 @@ def _online_update(row_max, total, x, WIDE: tl.constexpr, PRECISE: tl.constexpr)
 def _zeros(ROWS: tl.constexpr, WIDE: tl.constexpr):
     """A running sum: float64 when WIDE."""
     if WIDE:
-        return tl.zeros([ROWS], tl.float64)
-    return tl.zeros([ROWS], tl.float32)
+        total = tl.zeros([ROWS], tl.float64)
+    else:
+        total = tl.zeros([ROWS], tl.float32)
+    return total
 
 
 @triton.jit
-def rows_kernel(y_ptr, x_ptr, m_ptr, n_rows, n_cols, size1, size2,
-                xs0, xs1, xs2, xsd, ys0, ys1, ys2, ysd, ms0, ms1, ms2, msd,
-                ROWS: tl.constexpr, BLOCK: tl.constexpr, CHUNKED: tl.constexpr, LOG: tl.constexpr,
-                MASKED: tl.constexpr, WIDE: tl.constexpr, PRECISE: tl.constexpr):
+def _rows(y_ptr, x_ptr, m_ptr, n_rows, n_cols, size1, size2, xs0, xs1, xs2, xsd, ys0, ys1, ys2, ysd,
+          ms0, ms1, ms2, msd, ROWS: tl.constexpr, BLOCK: tl.constexpr, CHUNKED: tl.constexpr, LOG: tl.constexpr,
+          MASKED: tl.constexpr, WIDE: tl.constexpr, PRECISE: tl.constexpr):
+    """Persistent programs over tiles of ROWS rows: one pass, or an online pass and a write pass."""
     cols = tl.arange(0, BLOCK)
     tiles = tl.cdiv(n_rows, ROWS)
     for tile in tl.range(tl.program_id(0), tiles, tl.num_programs(0)):
@@ -170,6 +175,26 @@ def rows_kernel(y_ptr, x_ptr, m_ptr, n_rows, n_cols, size1, size2,
                 y = _finish(x, row_max, total, LOG, MASKED, WIDE, PRECISE)
                 valid = row_ok[:, None] & ((start + cols) < n_cols)[None, :]
                 tl.store(y_ptr + y_base[:, None] + (start + cols)[None, :] * ysd, y, mask=valid)
+
+
+@triton.jit
+def rows_kernel(y_ptr, x_ptr, m_ptr, n_rows, n_cols, size1, size2,
+                xs0, xs1, xs2, xsd, ys0, ys1, ys2, ysd, ms0, ms1, ms2, msd,
+                ROWS: tl.constexpr, BLOCK: tl.constexpr, CHUNKED: tl.constexpr, LOG: tl.constexpr,
+                MASKED: tl.constexpr, WIDE: tl.constexpr, PRECISE: tl.constexpr):
+    """Any layout: rows indexed by up to three outer dims, any strides, an optional mask."""
+    _rows(y_ptr, x_ptr, m_ptr, n_rows, n_cols, size1, size2, xs0, xs1, xs2, xsd, ys0, ys1, ys2, ysd,
+          ms0, ms1, ms2, msd, ROWS, BLOCK, CHUNKED, LOG, MASKED, WIDE, PRECISE)
+
+
+@triton.jit
+def contiguous_rows_kernel(y_ptr, x_ptr, n_rows, n_cols, x_row_stride, y_row_stride,
+                           ROWS: tl.constexpr, BLOCK: tl.constexpr, CHUNKED: tl.constexpr, LOG: tl.constexpr,
+                           WIDE: tl.constexpr, PRECISE: tl.constexpr):
+    """Rows along the last dim, each contiguous: six arguments, so the launch costs less."""
+    # With both inner sizes 1, the row index is the outermost index: its stride is the row stride.
+    _rows(y_ptr, x_ptr, x_ptr, n_rows, n_cols, 1, 1, x_row_stride, 0, 0, 1, y_row_stride, 0, 0, 1,
+          0, 0, 0, 0, ROWS, BLOCK, CHUNKED, LOG, False, WIDE, PRECISE)
 
 
 @triton.jit
@@ -272,9 +297,11 @@ def plan(shape: tuple[int, ...], dim: int, device: torch.device, element_size: i
     units = compute_units(device)
     widest = largest_block(device)
     interpret = interpreted()
+    # The tile, the warps and the path follow from the row length alone: a row's sum must not
+    # change with the number of rows around it (batch invariance).  Only the program count may.
     if n <= widest:
         block = triton.next_power_of_2(max(n, 1))
-        rows = max(1, min(64, TILE_BYTES // (block * element_size), triton.next_power_of_2(n_rows)))
+        rows = max(1, min(64, TILE_BYTES // (block * element_size)))
         warps = 1 if interpret else min(16, max(4, block * rows // 512))
         tiles = math.ceil(n_rows / rows)
         return Plan("single", block, rows, warps, programs=min(tiles, units * 4, NPU_GRID_LIMIT))
@@ -282,9 +309,9 @@ def plan(shape: tuple[int, ...], dim: int, device: torch.device, element_size: i
     warps = 1 if interpret else 8
     # Rows in flight at once must fit half of L2 for the second pass to reread L2.
     in_flight = min(4 * units, cache_bytes(device) // 2 // (n * element_size))
-    if n_rows >= units and (interpret or in_flight >= units):
+    if n <= 2 * widest if interpret else in_flight >= units:
         return Plan("chunked", block, 1, warps, programs=min(n_rows, max(in_flight, units), NPU_GRID_LIMIT))
-    splits = triton.next_power_of_2(max(1, min(math.ceil(2 * units / n_rows), math.ceil(n / block))))
+    splits = triton.next_power_of_2(math.ceil(n / (INTERPRETER_BLOCK if interpret else SPLIT_SPAN)))
     return Plan("split", block, 1, warps, splits=splits, programs=n_rows * splits)
 
 
@@ -330,7 +357,7 @@ CAPABILITIES = Capabilities(
     log_softmax=True,
     masked=True,
     out_dtype=True,
-    path_boundaries={"cpu": (INTERPRETER_BLOCK,), "cuda": (GPU_BLOCK,), "npu": (16384,)},
+    path_boundaries={"cpu": (INTERPRETER_BLOCK, 2 * INTERPRETER_BLOCK), "cuda": (GPU_BLOCK,), "npu": (16384,)},
 )
 
 
@@ -374,10 +401,12 @@ def _run(x: torch.Tensor, dim: int, *, log: bool, mask: torch.Tensor | None,
             y, x, mask_arg, stats, n, span, sizes[1], sizes[2], *xs, x.stride(dim), *ys, y.stride(dim), *ms, msd,
             SPLITS=p.splits, BLOCK=p.block, LOG=log, MASKED=masked, **mode, num_warps=p.num_warps)
         return y
-    rows_kernel[(p.programs,)](
-        y, x, mask_arg, n_rows, n, sizes[1], sizes[2], *xs, x.stride(dim), *ys, y.stride(dim), *ms, msd,
-        ROWS=p.rows, BLOCK=p.block, CHUNKED=p.path == "chunked", LOG=log, MASKED=masked, **mode,
-        num_warps=p.num_warps)
+    shape = dict(ROWS=p.rows, BLOCK=p.block, CHUNKED=p.path == "chunked", LOG=log, **mode, num_warps=p.num_warps)
+    if not masked and dim == x.dim() - 1 and x.stride(dim) == 1 and sizes[:2] == [1, 1]:
+        contiguous_rows_kernel[(p.programs,)](y, x, n_rows, n, xs[2], ys[2], **shape)
+    else:
+        rows_kernel[(p.programs,)](y, x, mask_arg, n_rows, n, sizes[1], sizes[2], *xs, x.stride(dim), *ys,
+                                   y.stride(dim), *ms, msd, MASKED=masked, **shape)
     return y
 
 

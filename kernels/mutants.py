@@ -29,7 +29,7 @@ BUG_CLASSES = {
 }
 
 
-def mutant(code: int):
+def mutant(code):
     """A kernel callable: the parent with bug ``code`` planted, declaring the parent's capabilities."""
 
     def softmax(x, dim=-1):

@@ -21,25 +21,26 @@ from oracles.profiles import triton_block_profile
 from .launch import compute_units, require_triton_device
 from .registry import HALF_AND_SINGLE, Capabilities, KernelSpec, register
 
-CORRECT = 0
-IGNORE_COLUMN_STRIDE = 1
-ZERO_PADDING = 2
-NO_MAX_SUBTRACTION = 3
-HALF_ACCUMULATION = 4
-LOW_PRECISION_RECIPROCAL = 5
-MASK_OFF_BY_ONE = 6
-OFFSET_WRAP = 7
-NAN_DROPPED_BY_MAX = 8
-ROW_COUNT_DEPENDENT_SUM = 9
-LAST_ROW_SKIPPED = 10
-OUTPUT_WITH_INPUT_STRIDE = 11
-ALL_NEG_INF_UNIFORM = 12
-ROW_LEFT_UNWRITTEN = 13
-SUBNORMAL_FLUSH = 14
-HALF_PRECISION_EXP = 15
-PARTIAL_ROW_MAX = 16
+# Mutation codes: constexpr globals, which @triton.jit code may read.
+CORRECT = tl.constexpr(0)
+IGNORE_COLUMN_STRIDE = tl.constexpr(1)
+ZERO_PADDING = tl.constexpr(2)
+NO_MAX_SUBTRACTION = tl.constexpr(3)
+HALF_ACCUMULATION = tl.constexpr(4)
+LOW_PRECISION_RECIPROCAL = tl.constexpr(5)
+MASK_OFF_BY_ONE = tl.constexpr(6)
+OFFSET_WRAP = tl.constexpr(7)
+NAN_DROPPED_BY_MAX = tl.constexpr(8)
+ROW_COUNT_DEPENDENT_SUM = tl.constexpr(9)
+LAST_ROW_SKIPPED = tl.constexpr(10)
+OUTPUT_WITH_INPUT_STRIDE = tl.constexpr(11)
+ALL_NEG_INF_UNIFORM = tl.constexpr(12)
+ROW_LEFT_UNWRITTEN = tl.constexpr(13)
+SUBNORMAL_FLUSH = tl.constexpr(14)
+HALF_PRECISION_EXP = tl.constexpr(15)
+PARTIAL_ROW_MAX = tl.constexpr(16)
 
-WRAP = 1 << 14  # offsets wrap here instead of at 2^31, so that CPU-sized inputs show the bug
+WRAP = tl.constexpr(1 << 14)  # offsets wrap here instead of at 2^31, so that CPU-sized inputs show the bug
 
 
 @triton.jit
@@ -115,13 +116,13 @@ def storage_extent(x: torch.Tensor) -> int:
     return x.untyped_storage().nbytes() // x.element_size() - x.storage_offset()
 
 
-def launch(x: torch.Tensor, dim: int, mutation: int) -> torch.Tensor:
+def launch(x: torch.Tensor, dim: int, mutation: tl.constexpr) -> torch.Tensor:
     CAPABILITIES.check(x, dim)
     require_triton_device(x)
     n_rows, n_cols = x.shape
     y = torch.empty((n_rows, n_cols), dtype=x.dtype, device=x.device)
     y_strides = y.stride()
-    if mutation == OUTPUT_WITH_INPUT_STRIDE:  # write with x's strides into a buffer roomy enough for them
+    if mutation.value == OUTPUT_WITH_INPUT_STRIDE.value:  # write with x's strides into a buffer roomy enough for them
         span = 1 + sum((n - 1) * s for n, s in zip(x.shape, x.stride())) if x.numel() else 0
         y = torch.empty(max(span, y.numel()), dtype=x.dtype, device=x.device).as_strided(
             (n_rows, n_cols), (max(n_cols, 1), 1))
@@ -131,7 +132,7 @@ def launch(x: torch.Tensor, dim: int, mutation: int) -> torch.Tensor:
     programs = min(compute_units(x.device), n_rows)
     rowwise_softmax_kernel[(programs,)](
         y, x, n_rows, n_cols, *x.stride(), *y_strides, storage_extent(x),
-        BLOCK=triton.next_power_of_2(n_cols), MUTATION=mutation,
+        BLOCK=triton.next_power_of_2(n_cols), MUTATION=mutation.value,
     )
     return y
 

