@@ -48,7 +48,7 @@ MAX_OUTER_DIMS = 3
 NPU_GRID_LIMIT = 65535
 NPU_UB_BYTES = 192 * 1024
 INTERPRETER_BLOCK = 1024
-GPU_BLOCK = 16384  # fp32 values of one row held in the registers of 16 warps: 32 per thread
+GPU_BLOCK = 32768  # fp32 values of one row held in the registers of 16 warps: 64 per thread
 CHUNK_BLOCK = 8192
 TILE_BYTES = 16384
 SPLIT_SPAN = 1 << 16  # elements of a split row per program (under the interpreter: 1024)
@@ -177,7 +177,9 @@ def _rows(y_ptr, x_ptr, m_ptr, n_rows, n_cols, size1, size2, xs0, xs1, xs2, xsd,
                 tl.store(y_ptr + y_base[:, None] + (start + cols)[None, :] * ysd, y, mask=valid)
 
 
-@triton.jit
+# n_rows is never specialised: a lone row (n_rows == 1 becomes a constant otherwise) must run
+# the very kernel a batch runs, or batch invariance breaks.
+@triton.jit(do_not_specialize=["n_rows"])
 def rows_kernel(y_ptr, x_ptr, m_ptr, n_rows, n_cols, size1, size2,
                 xs0, xs1, xs2, xsd, ys0, ys1, ys2, ysd, ms0, ms1, ms2, msd,
                 ROWS: tl.constexpr, BLOCK: tl.constexpr, CHUNKED: tl.constexpr, LOG: tl.constexpr,
@@ -187,7 +189,7 @@ def rows_kernel(y_ptr, x_ptr, m_ptr, n_rows, n_cols, size1, size2,
           ms0, ms1, ms2, msd, ROWS, BLOCK, CHUNKED, LOG, MASKED, WIDE, PRECISE)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["n_rows"])
 def contiguous_rows_kernel(y_ptr, x_ptr, n_rows, n_cols, x_row_stride, y_row_stride,
                            ROWS: tl.constexpr, BLOCK: tl.constexpr, CHUNKED: tl.constexpr, LOG: tl.constexpr,
                            WIDE: tl.constexpr, PRECISE: tl.constexpr):
@@ -302,7 +304,8 @@ def plan(shape: tuple[int, ...], dim: int, device: torch.device, element_size: i
     if n <= widest:
         block = triton.next_power_of_2(max(n, 1))
         rows = max(1, min(64, TILE_BYTES // (block * element_size)))
-        warps = 1 if interpret else min(16, max(4, block * rows // 512))
+        # About 16 elements a thread; 16 warps only for the widest rows, which need the registers.
+        warps = 1 if interpret else min(16 if block >= 8192 else 8, max(4, block * rows // 512))
         tiles = math.ceil(n_rows / rows)
         return Plan("single", block, rows, warps, programs=min(tiles, units * 4, NPU_GRID_LIMIT))
     block = max(widest // 4, 16) if interpret else CHUNK_BLOCK

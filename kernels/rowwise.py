@@ -43,13 +43,11 @@ PARTIAL_ROW_MAX = tl.constexpr(16)
 WRAP = tl.constexpr(1 << 14)  # offsets wrap here instead of at 2^31, so that CPU-sized inputs show the bug
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["n_rows"])
 def rowwise_softmax_kernel(y_ptr, x_ptr, n_rows, n_cols, x_row_stride, x_col_stride, y_row_stride, y_col_stride,
                            x_extent, BLOCK: tl.constexpr, MUTATION: tl.constexpr):
-    # 64-bit offsets: row * stride passes 2^31 on large inputs.
-    x_row_stride = x_row_stride.to(tl.int64)
-    y_row_stride = y_row_stride.to(tl.int64)
     cols = tl.arange(0, BLOCK)
+    wide_cols = cols.to(tl.int64)
     mask = cols < n_cols
     if MUTATION == MASK_OFF_BY_ONE:
         mask = cols < n_cols - 1
@@ -57,7 +55,10 @@ def rowwise_softmax_kernel(y_ptr, x_ptr, n_rows, n_cols, x_row_stride, x_col_str
     if MUTATION == LAST_ROW_SKIPPED:
         last = tl.where(n_rows % 4 == 3, n_rows - 1, n_rows)
     for row in tl.range(tl.program_id(0), last, tl.num_programs(0)):
-        x_offsets = row * x_row_stride + cols * x_col_stride.to(tl.int64)
+        # 64-bit offsets: row * stride passes 2^31 on large inputs.  (Strides equal to 1 arrive
+        # as Python ints, so the widening goes through the row index, not the strides.)
+        row = row + tl.zeros([1], tl.int64)
+        x_offsets = row * x_row_stride + wide_cols * x_col_stride
         load_mask = mask
         if MUTATION == IGNORE_COLUMN_STRIDE:
             x_offsets = row * x_row_stride + cols
@@ -96,10 +97,10 @@ def rowwise_softmax_kernel(y_ptr, x_ptr, n_rows, n_cols, x_row_stride, x_col_str
             y = numerator * (1.0 / denominator).to(tl.bfloat16).to(tl.float32)
         if MUTATION == SUBNORMAL_FLUSH:
             y = tl.where(y < 1.1754943508222875e-38, 0.0, y)
-        y_offsets = row * y_row_stride + cols * y_col_stride.to(tl.int64)
+        y_offsets = row * y_row_stride + wide_cols * y_col_stride
         store_mask = mask
         if MUTATION == ROW_LEFT_UNWRITTEN:
-            store_mask = mask & ((row != 0) | (n_cols % 5 != 2))
+            store_mask = mask & ((row + (n_cols % 5 != 2).to(tl.int64)) != 0)  # row 0 when n_cols % 5 == 2
         tl.store(y_ptr + y_offsets, y, mask=store_mask)
 
 
