@@ -40,9 +40,12 @@ from .registry import HALF_AND_SINGLE, Capabilities, KernelSpec, register
 #   WIDE: the gap, its exp and the row sum in float64, one rounding at the store
 #         (the interpreter; log_softmax on CUDA, whose result near 0 needs an exact sum);
 #   else: fp32, with the gap's exact rounding error recovered (TwoSum) and multiplied
-#         back in; PRECISE takes libdevice's expf and a correctly rounded division (fp32
-#         input on CUDA), otherwise tl.exp and div.full, whose errors vanish in the
-#         rounding to a half output and which keep half inputs at memory speed.
+#         back in; PRECISE (fp32 input on CUDA) takes libdevice's expf and sums the exps
+#         in float64, dividing through a float64 reciprocal: the sum's order (which
+#         Triton's register layout decides, and which may differ between two launches)
+#         then cannot change the fp32 result, so batch and shift invariance hold bit
+#         for bit; otherwise tl.exp and div.full, whose errors vanish in the rounding to
+#         a half output and which keep half inputs at memory speed.
 
 MAX_OUTER_DIMS = 3
 NPU_GRID_LIMIT = 65535
@@ -115,7 +118,7 @@ def _finish(x, row_max, total, LOG: tl.constexpr, MASKED: tl.constexpr, WIDE: tl
         if WIDE:
             y = e / total[:, None]
         elif PRECISE:
-            y = tl.math.div_rn(e, total[:, None])  # correctly rounded, unlike div.full
+            y = e.to(tl.float64) * (1.0 / total.to(tl.float64))[:, None]
         else:
             y = e / total[:, None]
     if MASKED:
@@ -130,17 +133,26 @@ def _online_update(row_max, total, x, WIDE: tl.constexpr, PRECISE: tl.constexpr)
     # While a row holds only -inf, keep its sum at 0 instead of exp(-inf - -inf) = NaN.
     shift = tl.where(new_max == -float("inf"), 0.0, new_max)
     rescale = tl.where(new_max == -float("inf"), 0.0, _exp_gap(row_max, shift, WIDE, PRECISE))
-    return new_max, total * rescale + tl.sum(_exp_gap(x, shift[:, None], WIDE, PRECISE), axis=1)
+    return new_max, total * rescale + _sum_exps(x, shift[:, None], WIDE, PRECISE)
 
 
 @triton.jit
-def _zeros(ROWS: tl.constexpr, WIDE: tl.constexpr):
-    """A running sum: float64 when WIDE."""
-    if WIDE:
+def _zeros(ROWS: tl.constexpr, WIDE: tl.constexpr, PRECISE: tl.constexpr):
+    """A running sum: float64 when WIDE or PRECISE."""
+    if WIDE or PRECISE:
         total = tl.zeros([ROWS], tl.float64)
     else:
         total = tl.zeros([ROWS], tl.float32)
     return total
+
+
+@triton.jit
+def _sum_exps(x, shift, WIDE: tl.constexpr, PRECISE: tl.constexpr):
+    """Row sums of exp(x - shift): float64 when WIDE or PRECISE, so their order cannot show."""
+    e = _exp_gap(x, shift, WIDE, PRECISE)
+    if PRECISE:
+        e = e.to(tl.float64)
+    return tl.sum(e, axis=1)
 
 
 @triton.jit
@@ -160,13 +172,13 @@ def _rows(y_ptr, x_ptr, m_ptr, n_rows, n_cols, size1, size2, xs0, xs1, xs2, xsd,
         if not CHUNKED:
             x = _load(x_ptr, m_ptr, x_base, m_base, cols, row_ok, n_cols, xsd, msd, MASKED)
             row_max = tl.max(x, axis=1)
-            total = tl.sum(_exp_gap(x, row_max[:, None], WIDE, PRECISE), axis=1)
+            total = _sum_exps(x, row_max[:, None], WIDE, PRECISE)
             y = _finish(x, row_max, total, LOG, MASKED, WIDE, PRECISE)
             valid = row_ok[:, None] & (cols < n_cols)[None, :]
             tl.store(y_ptr + y_base[:, None] + cols[None, :] * ysd, y, mask=valid)
         else:
             row_max = tl.full([ROWS], -float("inf"), tl.float32)
-            total = _zeros(ROWS, WIDE)
+            total = _zeros(ROWS, WIDE, PRECISE)
             for start in tl.range(0, n_cols, BLOCK):
                 x = _load(x_ptr, m_ptr, x_base, m_base, start + cols, row_ok, n_cols, xsd, msd, MASKED)
                 row_max, total = _online_update(row_max, total, x, WIDE, PRECISE)
@@ -211,7 +223,7 @@ def split_stats_kernel(stats_ptr, x_ptr, m_ptr, n_cols, span, splits, size1, siz
     m_base = _row_bases(rows, size1, size2, ms0, ms1, ms2)
     cols = tl.arange(0, BLOCK)
     row_max = tl.full([1], -float("inf"), tl.float32)
-    total = _zeros(1, WIDE)
+    total = _zeros(1, WIDE, PRECISE)
     first = part * span
     for start in tl.range(first, tl.minimum(first + span, n_cols), BLOCK):
         x = _load(x_ptr, m_ptr, x_base, m_base, start + cols, row_ok, tl.minimum(first + span, n_cols),
@@ -233,7 +245,7 @@ def split_write_kernel(y_ptr, x_ptr, m_ptr, stats_ptr, n_cols, span, size1, size
     slots = (rows[:, None] * SPLITS + tl.arange(0, SPLITS)[None, :]) * 2
     maxima = tl.load(stats_ptr + slots).to(tl.float32)  # fp32 values, stored exactly in float64
     sums = tl.load(stats_ptr + slots + 1)
-    if not WIDE:
+    if not (WIDE or PRECISE):
         sums = sums.to(tl.float32)
     row_max = tl.max(maxima, axis=1)
     shift = tl.where(row_max == -float("inf"), 0.0, row_max)
@@ -394,7 +406,8 @@ def _run(x: torch.Tensor, dim: int, *, log: bool, mask: torch.Tensor | None,
     mask_arg, msd = (keep, keep.stride(dim)) if masked else (x, 0)
     mode = arithmetic(x.device, log, x.dtype)
     if p.path == "split":
-        stats = torch.empty((n_rows, p.splits, 2), dtype=torch.float64 if mode["WIDE"] else torch.float32,
+        wide_sums = mode["WIDE"] or mode["PRECISE"]
+        stats = torch.empty((n_rows, p.splits, 2), dtype=torch.float64 if wide_sums else torch.float32,
                             device=x.device)
         span = math.ceil(n / p.splits)
         split_stats_kernel[(n_rows, p.splits)](

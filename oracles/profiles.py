@@ -39,8 +39,9 @@ log_softmax on CUDA, it keeps the gap, the exps, the sum and the log in
 float64 and rounds once (compute format float64).  Its softmax on CUDA stays
 in fp32 for speed but recovers the rounding error of x - max (TwoSum), so no
 gap rounding enters; for fp32 input it uses libdevice ``expf`` (2 ulp, CUDA
-programming guide) plus half an ulp for the correction, and a correctly
-rounded division (``div_rn``); for half input tl.exp and div.full, whose
+programming guide; 1.8 measured with the correction on an H100), sums in
+float64 and divides through a float64 reciprocal (0.51 ulp with the final
+rounding); for half input tl.exp and div.full, whose
 errors vanish in the rounding to the half output.  On Ascend, tl.exp likewise corrected, and a log_softmax that
 adds the gap's error back (a second rounding).  tests/test_profiles.py
 measures these helpers on the device.
@@ -128,8 +129,9 @@ FULL_SOFTMAX_ARITHMETIC = {
         downcast_ulps={**WIDE_DOWNCAST, torch.bfloat16: 1.0 + 2.0**-15},  # the interpreter truncates to bf16
         subnormal_downcast_unreliable=frozenset({torch.bfloat16}),
     ),
-    ("cuda", "precise"): replace(TRITON_NVIDIA, name="full_softmax on NVIDIA (libdevice expf, div_rn)",
-                                 exp_ulps=2.5, exp_ulps_per_gap=0.0, div_ulps=0.5, exact_gap=True),
+    # Its sums and reciprocal are float64; modelled as fp32 sums (a looser, still valid bound).
+    ("cuda", "precise"): replace(TRITON_NVIDIA, name="full_softmax on NVIDIA (libdevice expf, float64 sums)",
+                                 exp_ulps=2.5, exp_ulps_per_gap=0.0, div_ulps=0.51, exact_gap=True),
     ("cuda", "fast"): replace(TRITON_NVIDIA, name="full_softmax on NVIDIA, half input (tl.exp, div.full)",
                               exact_gap=True),
     ("cuda", "wide"): Arithmetic(
