@@ -32,20 +32,22 @@ from triton.language.extra import libdevice
 from oracles.bounds import PrecisionProfile, Reduction
 from oracles.profiles import FULL_SOFTMAX_ARITHMETIC
 
-from .launch import cache_bytes, compute_units, interpreted, require_triton_device
+from .launch import cache_bytes, compute_units, float64_math, interpreted, require_triton_device
 from .registry import HALF_AND_SINGLE, Capabilities, KernelSpec, register
 
 # The rounding of x - max, not exp itself, dominates the error of a plain fp32
 # softmax (|x - max| u relative).  This kernel avoids it in one of two ways:
 #   WIDE: the gap, its exp and the row sum in float64, one rounding at the store
-#         (the interpreter; log_softmax on CUDA, whose result near 0 needs an exact sum);
+#         (upstream Triton's interpreter; log_softmax on CUDA, whose result near 0 needs an
+#         exact sum); never on Ascend, whose math has no float64;
 #   else: fp32, with the gap's exact rounding error recovered (TwoSum) and multiplied
 #         back in; PRECISE (fp32 input on CUDA) takes libdevice's expf and sums the exps
 #         in float64, dividing through a float64 reciprocal: the sum's order (which
 #         Triton's register layout decides, and which may differ between two launches)
 #         then cannot change the fp32 result, so batch and shift invariance hold bit
-#         for bit; otherwise tl.exp and div.full, whose errors vanish in the rounding to
-#         a half output and which keep half inputs at memory speed.
+#         for bit; otherwise (half input on CUDA; Ascend) tl.exp and a division, whose
+#         errors vanish in the rounding to a half output and which keep half inputs at
+#         memory speed.
 
 MAX_OUTER_DIMS = 3
 NPU_GRID_LIMIT = 65535
@@ -212,57 +214,59 @@ def contiguous_rows_kernel(y_ptr, x_ptr, n_rows, n_cols, x_row_stride, y_row_str
 
 
 @triton.jit
-def split_stats_kernel(stats_ptr, x_ptr, m_ptr, n_cols, span, splits, size1, size2,
+def split_stats_kernel(stats_ptr, x_ptr, m_ptr, n_rows, n_cols, span, splits, size1, size2,
                        xs0, xs1, xs2, xsd, ms0, ms1, ms2, msd, BLOCK: tl.constexpr, MASKED: tl.constexpr,
                        WIDE: tl.constexpr, PRECISE: tl.constexpr):
-    """Program (row, part): maximum and rescaled sum of its span of the row."""
-    rows = tl.program_id(0) + tl.zeros([1], tl.int64)  # one row, as a 1-row tile
+    """Programs (i, part): for rows i, i + programs, ..., maximum and rescaled sum of its span of the row."""
     part = tl.program_id(1)
-    row_ok = rows >= 0
-    x_base = _row_bases(rows, size1, size2, xs0, xs1, xs2)
-    m_base = _row_bases(rows, size1, size2, ms0, ms1, ms2)
-    cols = tl.arange(0, BLOCK)
-    row_max = tl.full([1], -float("inf"), tl.float32)
-    total = _zeros(1, WIDE, PRECISE)
-    first = part * span
-    for start in tl.range(first, tl.minimum(first + span, n_cols), BLOCK):
-        x = _load(x_ptr, m_ptr, x_base, m_base, start + cols, row_ok, tl.minimum(first + span, n_cols),
-                  xsd, msd, MASKED)
-        row_max, total = _online_update(row_max, total, x, WIDE, PRECISE)
-    slot = (rows * splits + part) * 2
-    tl.store(stats_ptr + slot, row_max.to(tl.float64))
-    tl.store(stats_ptr + slot + 1, total.to(tl.float64))
-
-
-@triton.jit
-def split_write_kernel(y_ptr, x_ptr, m_ptr, stats_ptr, n_cols, span, size1, size2,
-                       xs0, xs1, xs2, xsd, ys0, ys1, ys2, ysd, ms0, ms1, ms2, msd,
-                       SPLITS: tl.constexpr, BLOCK: tl.constexpr, LOG: tl.constexpr, MASKED: tl.constexpr,
-                       WIDE: tl.constexpr, PRECISE: tl.constexpr):
-    """Program (row, part): combine the row's partial sums, then write its span."""
-    rows = tl.program_id(0) + tl.zeros([1], tl.int64)  # one row, as a 1-row tile
-    part = tl.program_id(1)
-    slots = (rows[:, None] * SPLITS + tl.arange(0, SPLITS)[None, :]) * 2
-    maxima = tl.load(stats_ptr + slots).to(tl.float32)  # fp32 values, stored exactly in float64
-    sums = tl.load(stats_ptr + slots + 1)
-    if not (WIDE or PRECISE):
-        sums = sums.to(tl.float32)
-    row_max = tl.max(maxima, axis=1)
-    shift = tl.where(row_max == -float("inf"), 0.0, row_max)
-    rescale = _exp_gap(maxima, shift[:, None], WIDE, PRECISE)
-    total = tl.sum(tl.where(maxima == -float("inf"), 0.0, sums * rescale), axis=1)
-    row_ok = rows >= 0
-    x_base = _row_bases(rows, size1, size2, xs0, xs1, xs2)
-    y_base = _row_bases(rows, size1, size2, ys0, ys1, ys2)
-    m_base = _row_bases(rows, size1, size2, ms0, ms1, ms2)
     cols = tl.arange(0, BLOCK)
     first = part * span
     last = tl.minimum(first + span, n_cols)
-    for start in tl.range(first, last, BLOCK):
-        x = _load(x_ptr, m_ptr, x_base, m_base, start + cols, row_ok, last, xsd, msd, MASKED)
-        y = _finish(x, row_max, total, LOG, MASKED, WIDE, PRECISE)
-        valid = row_ok[:, None] & ((start + cols) < last)[None, :]
-        tl.store(y_ptr + y_base[:, None] + (start + cols)[None, :] * ysd, y, mask=valid)
+    for row in tl.range(tl.program_id(0), n_rows, tl.num_programs(0)):
+        rows = row + tl.zeros([1], tl.int64)  # one row, as a 1-row tile
+        row_ok = rows >= 0
+        x_base = _row_bases(rows, size1, size2, xs0, xs1, xs2)
+        m_base = _row_bases(rows, size1, size2, ms0, ms1, ms2)
+        row_max = tl.full([1], -float("inf"), tl.float32)
+        total = _zeros(1, WIDE, PRECISE)
+        for start in tl.range(first, last, BLOCK):
+            x = _load(x_ptr, m_ptr, x_base, m_base, start + cols, row_ok, last, xsd, msd, MASKED)
+            row_max, total = _online_update(row_max, total, x, WIDE, PRECISE)
+        slot = (rows * splits + part) * 2
+        tl.store(stats_ptr + slot, row_max)  # the store widens to the buffer's dtype: no float64 on NPUs
+        tl.store(stats_ptr + slot + 1, total)
+
+
+@triton.jit
+def split_write_kernel(y_ptr, x_ptr, m_ptr, stats_ptr, n_rows, n_cols, span, size1, size2,
+                       xs0, xs1, xs2, xsd, ys0, ys1, ys2, ysd, ms0, ms1, ms2, msd,
+                       SPLITS: tl.constexpr, BLOCK: tl.constexpr, LOG: tl.constexpr, MASKED: tl.constexpr,
+                       WIDE: tl.constexpr, PRECISE: tl.constexpr):
+    """Programs (i, part): for rows i, i + programs, ..., combine the row's partial sums, then write its span."""
+    part = tl.program_id(1)
+    cols = tl.arange(0, BLOCK)
+    first = part * span
+    last = tl.minimum(first + span, n_cols)
+    for row in tl.range(tl.program_id(0), n_rows, tl.num_programs(0)):
+        rows = row + tl.zeros([1], tl.int64)  # one row, as a 1-row tile
+        slots = (rows[:, None] * SPLITS + tl.arange(0, SPLITS)[None, :]) * 2
+        maxima = tl.load(stats_ptr + slots).to(tl.float32)  # fp32 values, stored exactly in float64
+        sums = tl.load(stats_ptr + slots + 1)
+        if not (WIDE or PRECISE):
+            sums = sums.to(tl.float32)
+        row_max = tl.max(maxima, axis=1)
+        shift = tl.where(row_max == -float("inf"), 0.0, row_max)
+        rescale = _exp_gap(maxima, shift[:, None], WIDE, PRECISE)
+        total = tl.sum(tl.where(maxima == -float("inf"), 0.0, sums * rescale), axis=1)
+        row_ok = rows >= 0
+        x_base = _row_bases(rows, size1, size2, xs0, xs1, xs2)
+        y_base = _row_bases(rows, size1, size2, ys0, ys1, ys2)
+        m_base = _row_bases(rows, size1, size2, ms0, ms1, ms2)
+        for start in tl.range(first, last, BLOCK):
+            x = _load(x_ptr, m_ptr, x_base, m_base, start + cols, row_ok, last, xsd, msd, MASKED)
+            y = _finish(x, row_max, total, LOG, MASKED, WIDE, PRECISE)
+            valid = row_ok[:, None] & ((start + cols) < last)[None, :]
+            tl.store(y_ptr + y_base[:, None] + (start + cols)[None, :] * ysd, y, mask=valid)
 
 
 # ---------------------------------------------------------------------------- host side
@@ -327,13 +331,14 @@ def plan(shape: tuple[int, ...], dim: int, device: torch.device, element_size: i
     if n <= 2 * widest if interpret else in_flight >= units:
         return Plan("chunked", block, 1, warps, programs=min(n_rows, max(in_flight, units), NPU_GRID_LIMIT))
     splits = triton.next_power_of_2(math.ceil(n / (INTERPRETER_BLOCK if interpret else SPLIT_SPAN)))
-    return Plan("split", block, 1, warps, splits=splits, programs=n_rows * splits)
+    row_programs = min(n_rows, NPU_GRID_LIMIT // splits) if device.type == "npu" else n_rows
+    return Plan("split", block, 1, warps, splits=splits, programs=max(row_programs, 1) * splits)
 
 
 def arithmetic(device: torch.device, log: bool, dtype: torch.dtype) -> dict:
     """WIDE and PRECISE for a call (see the top of this module)."""
-    if interpreted():
-        return dict(WIDE=True, PRECISE=False)
+    if interpreted():  # float64 where this Triton's math has it; triton-ascend's computes as its NPUs do
+        return dict(WIDE=float64_math(), PRECISE=False)
     cuda = device.type == "cuda"
     return dict(WIDE=cuda and log, PRECISE=cuda and dtype == torch.float32)
 
@@ -410,11 +415,12 @@ def _run(x: torch.Tensor, dim: int, *, log: bool, mask: torch.Tensor | None,
         stats = torch.empty((n_rows, p.splits, 2), dtype=torch.float64 if wide_sums else torch.float32,
                             device=x.device)
         span = math.ceil(n / p.splits)
-        split_stats_kernel[(n_rows, p.splits)](
-            stats, x, mask_arg, n, span, p.splits, sizes[1], sizes[2], *xs, x.stride(dim), *ms, msd,
+        grid = (p.programs // p.splits, p.splits)
+        split_stats_kernel[grid](
+            stats, x, mask_arg, n_rows, n, span, p.splits, sizes[1], sizes[2], *xs, x.stride(dim), *ms, msd,
             BLOCK=p.block, MASKED=masked, **mode, num_warps=p.num_warps)
-        split_write_kernel[(n_rows, p.splits)](
-            y, x, mask_arg, stats, n, span, sizes[1], sizes[2], *xs, x.stride(dim), *ys, y.stride(dim), *ms, msd,
+        split_write_kernel[grid](
+            y, x, mask_arg, stats, n_rows, n, span, sizes[1], sizes[2], *xs, x.stride(dim), *ys, y.stride(dim), *ms, msd,
             SPLITS=p.splits, BLOCK=p.block, LOG=log, MASKED=masked, **mode, num_warps=p.num_warps)
         return y
     shape = dict(ROWS=p.rows, BLOCK=p.block, CHUNKED=p.path == "chunked", LOG=log, **mode, num_warps=p.num_warps)

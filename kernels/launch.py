@@ -8,9 +8,11 @@ without slowing the interpreter down.
 from __future__ import annotations
 
 import functools
+import os
 
 import torch
 import triton
+from triton import backends
 
 INTERPRETER_PROGRAMS = 4
 NPU_FALLBACK_PROGRAMS = 32  # the Ascend tutorial's own fixed count
@@ -18,7 +20,15 @@ NPU_FALLBACK_PROGRAMS = 32  # the Ascend tutorial's own fixed count
 
 def interpreted() -> bool:
     """Whether @triton.jit yields interpreted kernels (TRITON_INTERPRET=1)."""
-    return bool(triton.knobs.runtime.interpret)
+    knobs = getattr(triton, "knobs", None)  # triton >= 3.4; triton-ascend 3.2 reads the variable directly
+    if knobs is not None:
+        return bool(knobs.runtime.interpret)
+    return os.environ.get("TRITON_INTERPRET", "0").lower() in ("1", "true", "yes", "on")
+
+
+def float64_math() -> bool:
+    """Whether this Triton's math library takes float64: triton-ascend's ``tl.exp`` and ``tl.log`` refuse it."""
+    return "ascend" not in backends.backends
 
 
 def require_triton_device(x: torch.Tensor) -> None:

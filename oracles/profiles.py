@@ -43,7 +43,8 @@ programming guide; 1.8 measured with the correction on an H100), sums in
 float64 and divides through a float64 reciprocal (0.51 ulp with the final
 rounding); for half input tl.exp and div.full, whose
 errors vanish in the rounding to the half output.  On Ascend, tl.exp likewise corrected, and a log_softmax that
-adds the gap's error back (a second rounding).  tests/test_profiles.py
+adds the gap's error back (a second rounding); triton-ascend's interpreter,
+whose math library refuses float64, runs this Ascend path on numpy.  tests/test_profiles.py
 measures these helpers on the device.
 """
 
@@ -129,6 +130,10 @@ FULL_SOFTMAX_ARITHMETIC = {
         downcast_ulps={**WIDE_DOWNCAST, torch.bfloat16: 1.0 + 2.0**-15},  # the interpreter truncates to bf16
         subnormal_downcast_unreliable=frozenset({torch.bfloat16}),
     ),
+    # triton-ascend's interpreter, whose math refuses float64: the fp32 path of Ascend, on numpy's
+    # exp (2.52 ulp) plus the rounding of the gap correction's addition (0.5 ulp).
+    ("cpu", "fast"): replace(INTERPRETER, name="full_softmax under triton-ascend's interpreter (fp32, as on Ascend)",
+                             exp_ulps=3.1, exact_gap=True, log_result_ulps=1.0),
     # Its sums and reciprocal are float64; modelled as fp32 sums (a looser, still valid bound).
     ("cuda", "precise"): replace(TRITON_NVIDIA, name="full_softmax on NVIDIA (libdevice expf, float64 sums)",
                                  exp_ulps=2.5, exp_ulps_per_gap=0.0, div_ulps=0.51, exact_gap=True),
