@@ -5,6 +5,7 @@ else a CUDA GPU, else the CPU.  ``cpu`` means Triton's interpreter.  Triton read
 ``TRITON_INTERPRET=1`` when it decorates functions, its own standard library
 (``tl.max``, ``tl.sum``) included, so :func:`activate` sets it before triton
 is first imported and refuses to go on when triton was loaded without it.
+Under ``pytest -n`` each worker takes one device (:mod:`harness.pinning`).
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ import sys
 from dataclasses import dataclass
 
 import torch
+
+from . import pinning
 
 CHOICES = ("auto", "cpu", "cuda", "npu")
 
@@ -46,6 +49,13 @@ def npu_available() -> bool:
     return torch.npu.is_available()
 
 
+def runtime(name: str):
+    """``torch.cuda`` or ``torch.npu`` (which exists once torch_npu is imported)."""
+    if name == "npu" and not npu_available():
+        raise BackendError("--device npu: torch_npu is not installed or sees no NPU")
+    return getattr(torch, name)
+
+
 def resolve_name(requested: str) -> str:
     if requested not in CHOICES:
         raise BackendError(f"--device must be one of {', '.join(CHOICES)}; got {requested!r}")
@@ -66,20 +76,21 @@ def _device_name(name: str, device: torch.device) -> str:
     return platform.processor() or platform.machine()
 
 
-def activate(requested: str) -> Backend:
-    """Resolve ``--device`` and prepare this process to run kernels there."""
+def activate(requested: str, worker_id: str | None = None) -> Backend:
+    """Resolve ``--device`` and prepare this process (an xdist worker: ``worker_id``) to run kernels there."""
+    pins = pinning.narrow(worker_id)  # before any device runtime starts
     name = resolve_name(requested)
     interpret_env = os.environ.get("TRITON_INTERPRET", "0").lower() in ("1", "true", "yes", "on")
     if name == "cpu":
         if "triton" in sys.modules and not interpret_env:
             raise BackendError("triton was imported before TRITON_INTERPRET=1 was set; cannot run kernels on cpu")
         os.environ["TRITON_INTERPRET"] = "1"
-    else:
-        if interpret_env:
-            raise BackendError(f"TRITON_INTERPRET is set, which runs kernels on the CPU; unset it for --device {name}")
-        if name == "cuda" and not torch.cuda.is_available():
-            raise BackendError("--device cuda: torch sees no CUDA device")
-        if name == "npu" and not npu_available():
-            raise BackendError("--device npu: torch_npu is not installed or sees no NPU")
-    device = torch.device("cpu") if name == "cpu" else torch.device(name, getattr(torch, name).current_device())
+        return Backend(name, torch.device("cpu"), _device_name(name, torch.device("cpu")))
+    if interpret_env:
+        raise BackendError(f"TRITON_INTERPRET is set, which runs kernels on the CPU; unset it for --device {name}")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise BackendError("--device cuda: torch sees no CUDA device")
+    devices = runtime(name)
+    pinning.select(name, worker_id, devices.device_count, devices.set_device, pins)
+    device = torch.device(name, devices.current_device())
     return Backend(name, device, _device_name(name, device))

@@ -6,6 +6,7 @@ Each hook does one job:
 * ``pytest_configure``: activates the backend (before any kernel import) and
   resolves the kernels under test;
 * ``pytest_report_header``: what ran where, with versions;
+* ``pytest_xdist_auto_num_workers``: ``-n auto`` on GPUs and NPUs counts devices;
 * ``pytest_generate_tests``: one test per kernel for tests that take ``kernel``;
 * ``pytest_terminal_summary``: figures that tests report with the ``note``
   fixture (they travel on test reports, see :mod:`harness.payload`).
@@ -24,8 +25,8 @@ import numpy
 import pytest
 import torch
 
-from . import payload
-from .backend import CHOICES, Backend, BackendError, activate
+from . import payload, pinning
+from .backend import CHOICES, Backend, BackendError, activate, resolve_name, runtime
 
 BACKEND = pytest.StashKey[Backend]()
 KERNELS = pytest.StashKey[list]()
@@ -39,6 +40,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="where kernels run: auto (npu, else cuda, else cpu), cpu (Triton interpreter), cuda, npu",
     )
     group.addoption(
+        "--workers-per-device", type=int, default=None, metavar="N",
+        help="with -n auto on GPUs or NPUs: N xdist workers per device (default: the CPU cores shared out)",
+    )
+    group.addoption(
         "--kernel", action="append", default=[], metavar="NAME|module:function",
         help="kernel to validate (repeatable): a registered name, 'torch', or a callable "
              "with torch.softmax's signature given as package.module:function; default: all registered",
@@ -50,7 +55,7 @@ def pytest_configure(config: pytest.Config) -> None:
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
     torch.set_num_threads(max(1, (os.cpu_count() or 1) // workers))
     try:
-        config.stash[BACKEND] = activate(config.getoption("device"))
+        config.stash[BACKEND] = activate(config.getoption("device"), os.environ.get("PYTEST_XDIST_WORKER"))
     except BackendError as error:
         raise pytest.UsageError(str(error)) from None
     import kernels  # only now: the backend decides how @triton.jit decorates
@@ -60,6 +65,20 @@ def pytest_configure(config: pytest.Config) -> None:
     except (ValueError, ImportError) as error:
         raise pytest.UsageError(str(error)) from None
     config.stash[KERNELS] = selected or kernels.registered()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    """``-n auto`` on a device backend: workers per device times devices; on the CPU, xdist's own count."""
+    try:
+        name = resolve_name(config.getoption("device"))
+        if name == "cpu":
+            return None
+        devices = pinning.visible_list(name, os.environ)
+        count = len(devices) if devices else runtime(name).device_count()
+    except BackendError:
+        return None  # pytest_configure reports it
+    return pinning.workers(count, config.getoption("workers_per_device"), os.cpu_count() or 1)
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
