@@ -1,0 +1,182 @@
+"""NPU and multi-GPU code paths on fake devices: detection, worker pinning, launch settings.
+
+No NPU and no GPU are needed.  In this process the fakes are small stand-ins
+(monkeypatched); the pinning tests run the suite under ``pytest -n`` in a
+fresh interpreter with ``tests/fakes/devices.py``, whose runtimes read their
+visible-device variable when they start, as CUDA and Ascend's ACL do.
+"""
+
+import json
+import sys
+import types
+from typing import NamedTuple
+
+import pytest
+import torch
+import triton
+
+from harness import backend as backend_module
+from harness import pinning
+from harness.backend import resolve_name
+from kernels import full_softmax, launch
+
+PINNED = "tests/scenarios/pinned_worker.py"
+
+
+class FakeDevice(NamedTuple):
+    """What the launch settings read of a torch.device, for device types this torch cannot name."""
+
+    type: str
+    index: int | None
+
+
+# ---------------------------------------------------------------------------- detection
+
+
+@pytest.mark.parametrize("available", [True, False])
+def test_auto_picks_the_npu_when_torch_npu_imports_and_sees_a_device(monkeypatch, available):
+    monkeypatch.setitem(sys.modules, "torch_npu", types.ModuleType("torch_npu"))
+    monkeypatch.setattr(torch, "npu", types.SimpleNamespace(is_available=lambda: available), raising=False)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert resolve_name("auto") == ("npu" if available else "cpu")
+
+
+def test_without_torch_npu_the_npu_is_refused_clearly(monkeypatch):
+    monkeypatch.setitem(sys.modules, "torch_npu", None)  # import torch_npu raises ImportError
+    assert not backend_module.npu_available()
+    with pytest.raises(backend_module.BackendError, match="torch_npu is not installed"):
+        backend_module.runtime("npu")
+
+
+# ---------------------------------------------------------------------------- pinning, in process
+
+
+def test_a_worker_indexes_into_the_users_list_without_renumbering():
+    env = {"ASCEND_RT_VISIBLE_DEVICES": "4,6, 7", "CUDA_VISIBLE_DEVICES": "3,1"}
+    pins = pinning.narrow("gw4", env)
+    assert env == {"ASCEND_RT_VISIBLE_DEVICES": "6", "CUDA_VISIBLE_DEVICES": "3"}  # 4 % 3 = 1, 4 % 2 = 0
+    assert pins == [pinning.Pin("cuda", "3", narrowed=True), pinning.Pin("npu", "6", narrowed=True)]
+
+
+def test_outside_xdist_nothing_is_narrowed():
+    env = {"ASCEND_RT_VISIBLE_DEVICES": "4,6"}
+    assert pinning.narrow(None, env) == [] and env == {"ASCEND_RT_VISIBLE_DEVICES": "4,6"}
+    assert pinning.select("npu", None, lambda: 8, pytest.fail, []) is None
+
+
+def test_without_a_list_the_worker_selects_its_device_by_number():
+    chosen = []
+    pin = pinning.select("npu", "gw10", lambda: 8, chosen.append, [])
+    assert chosen == [2] and pin == pinning.Pin("npu", "2", narrowed=False, index=2)
+
+
+def test_a_narrowed_worker_does_not_select_again():
+    narrowed = pinning.narrow("gw1", {"ASCEND_RT_VISIBLE_DEVICES": "5,7"})
+    assert pinning.select("npu", "gw1", lambda: 1, pytest.fail, narrowed) == pinning.Pin("npu", "7", True)
+
+
+@pytest.mark.parametrize(("devices", "per_device", "cpus", "expected"),
+                         [(8, None, 64, 64), (8, 2, 64, 16), (3, None, 2, 3), (0, None, 16, 16)])
+def test_auto_worker_count(devices, per_device, cpus, expected):
+    assert pinning.workers(devices, per_device, cpus) == expected
+
+
+# ---------------------------------------------------------------------------- pinning, under xdist
+
+
+def run_pinned(run_pytest, tmp_path, workers: str, device: str, *options: str, **env: str) -> list[dict]:
+    # --dist each: every worker runs the scenario, so every worker reports its device.
+    result = run_pytest("-n", workers, "--dist", "each", "-p", "tests.fakes.devices", "--device", device, *options,
+                        PINNED, FAKE_DEVICES_LOG=str(tmp_path), **env)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    views = {path.stem: json.loads(path.read_text()) for path in tmp_path.glob("gw*.json")}
+    assert views, result.stdout[-3000:]
+    return [views[f"gw{k}"] for k in range(len(views))]
+
+
+def test_npu_workers_index_into_a_narrowed_visible_list(run_pytest, tmp_path):
+    views = run_pinned(run_pytest, tmp_path, "4", "npu", FAKE_NPUS="8", ASCEND_RT_VISIBLE_DEVICES="6,2,5")
+    assert [v["physical"] for v in views] == [6, 2, 5, 6]
+    # Narrowed before the runtime started: each worker's runtime saw only its own device, as npu:0.
+    assert [v["started_with"] for v in views] == ["6", "2", "5", "6"]
+    assert {v["device"] for v in views} == {"npu:0"}
+
+
+def test_npu_workers_without_a_list_take_device_worker_mod_count(run_pytest, tmp_path):
+    views = run_pinned(run_pytest, tmp_path, "3", "npu", FAKE_NPUS="2")
+    assert [v["physical"] for v in views] == [0, 1, 0]
+    assert [v["device"] for v in views] == ["npu:0", "npu:1", "npu:0"]
+    assert {v["started_with"] for v in views} == {None}
+
+
+def test_cuda_workers_index_into_cuda_visible_devices(run_pytest, tmp_path):
+    views = run_pinned(run_pytest, tmp_path, "2", "cuda", FAKE_CUDA="4", CUDA_VISIBLE_DEVICES="3,1")
+    assert [v["physical"] for v in views] == [3, 1]
+    assert [v["started_with"] for v in views] == ["3", "1"]
+
+
+def test_auto_detection_and_auto_worker_count_on_fake_npus(run_pytest, tmp_path):
+    views = run_pinned(run_pytest, tmp_path, "auto", "auto", "--workers-per-device", "2", FAKE_NPUS="3")
+    assert len(views) == 6 and {v["backend"] for v in views} == {"npu"}
+    assert sorted(v["physical"] for v in views) == [0, 0, 1, 1, 2, 2]
+
+
+def test_the_header_names_the_fake_npu(run_pytest, tmp_path):
+    result = run_pytest("-p", "tests.fakes.devices", "--collect-only", "--device", "npu", PINNED, FAKE_NPUS="1")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "softmax suite backend: npu (compiled Triton) on fake npu (physical 0) [npu:0]" in result.stdout
+
+
+# ---------------------------------------------------------------------------- launch settings
+
+
+@pytest.fixture
+def fresh_launch_caches():
+    launch.compute_units.cache_clear()
+    launch.cache_bytes.cache_clear()
+    yield
+    launch.compute_units.cache_clear()
+    launch.cache_bytes.cache_clear()
+
+
+def fake_ascend_driver(monkeypatch, properties: dict[int, dict]):
+    utils = types.SimpleNamespace(get_device_properties=lambda index: properties[index])
+    monkeypatch.setattr(triton.runtime, "driver", types.SimpleNamespace(active=types.SimpleNamespace(utils=utils)))
+
+
+def test_npu_program_count_is_the_devices_vector_core_count(monkeypatch, fresh_launch_caches):
+    fake_ascend_driver(monkeypatch, {0: {"num_vectorcore": 48, "num_aicore": 24}, 1: {"num_vectorcore": 40}})
+    assert launch.compute_units(FakeDevice("npu", 0)) == 48
+    assert launch.compute_units(FakeDevice("npu", 1)) == 40
+
+
+def test_npu_program_count_falls_back_without_the_property(monkeypatch, fresh_launch_caches):
+    fake_ascend_driver(monkeypatch, {0: {"num_aicore": 24}})  # an older driver without the key
+    assert launch.compute_units(FakeDevice("npu", 0)) == launch.NPU_FALLBACK_PROGRAMS
+
+
+def test_each_gpu_has_its_own_sm_count(monkeypatch, fresh_launch_caches):
+    properties = {0: types.SimpleNamespace(multi_processor_count=132, L2_cache_size=50 << 20),
+                  1: types.SimpleNamespace(multi_processor_count=78, L2_cache_size=40 << 20)}
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device: properties[device.index])
+    assert [launch.compute_units(FakeDevice("cuda", i)) for i in (0, 1)] == [132, 78]
+    assert [launch.cache_bytes(FakeDevice("cuda", i)) for i in (0, 1)] == [50 << 20, 40 << 20]
+
+
+NPU_SHAPES = [(1, 1), (1_000_000, 64), (200_000, 781), (70_000, 16384), (3, 16385), (4096, 65536),
+              (70_000, 1 << 20), (2, 1 << 24)]
+
+
+@pytest.mark.parametrize("shape", NPU_SHAPES, ids=str)
+@pytest.mark.parametrize("element_size", [4, 2])
+def test_npu_launches_fit_the_grid_limit_and_the_unified_buffer(monkeypatch, fresh_launch_caches, shape,
+                                                                 element_size):
+    fake_ascend_driver(monkeypatch, {0: {"num_vectorcore": 48}})
+    monkeypatch.setattr(full_softmax, "interpreted", lambda: False)  # plan as for a compiled NPU kernel
+    plan = full_softmax.plan(shape, 1, FakeDevice("npu", 0), element_size)
+    assert 1 <= plan.programs <= full_softmax.NPU_GRID_LIMIT
+    # fp32 working copies of a tile: the values, their exponentials and the output.
+    assert 3 * plan.rows * plan.block * 4 <= full_softmax.NPU_UB_BYTES
+    assert plan.block * plan.splits * plan.chunks(shape[1]) >= shape[1]  # the tiles cover the row
+    if plan.path == "single":
+        assert plan.programs <= 4 * 48
