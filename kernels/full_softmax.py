@@ -21,6 +21,7 @@ sum through its own exponential, so the whole row becomes NaN, as it should.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -54,9 +55,10 @@ NPU_GRID_LIMIT = 65535
 NPU_UB_BYTES = 192 * 1024
 INTERPRETER_BLOCK = 1024
 GPU_BLOCK = 32768  # fp32 values of one row held in the registers of 16 warps: 64 per thread
-CHUNK_BLOCK = 8192
+CHUNK_BYTES = 16384  # a chunk of a long row: 4096 fp32 or 8192 half values (measured best on an H100)
 TILE_BYTES = 16384
-SPLIT_SPAN = 1 << 16  # elements of a split row per program (under the interpreter: 1024)
+PROGRAMS_PER_UNIT = 4  # persistent one-pass programs per SM or vector core
+SPLIT_SPAN = 1 << 14  # elements of a split row per program (under the interpreter: 1024)
 
 
 @triton.jit
@@ -300,6 +302,7 @@ def largest_block(device: torch.device) -> int:
     return GPU_BLOCK
 
 
+@functools.lru_cache(maxsize=4096)  # a pure function of its arguments, and on every call's path
 def plan(shape: tuple[int, ...], dim: int, device: torch.device, element_size: int) -> Plan:
     """The path and tile for a call.
 
@@ -323,8 +326,8 @@ def plan(shape: tuple[int, ...], dim: int, device: torch.device, element_size: i
         # About 16 elements a thread; 16 warps only for the widest rows, which need the registers.
         warps = 1 if interpret else min(16 if block >= 8192 else 8, max(4, block * rows // 512))
         tiles = math.ceil(n_rows / rows)
-        return Plan("single", block, rows, warps, programs=min(tiles, units * 4, NPU_GRID_LIMIT))
-    block = max(widest // 4, 16) if interpret else CHUNK_BLOCK
+        return Plan("single", block, rows, warps, programs=min(tiles, units * PROGRAMS_PER_UNIT, NPU_GRID_LIMIT))
+    block = max(widest // 4, 16) if interpret else CHUNK_BYTES // element_size
     warps = 1 if interpret else 8
     # Rows in flight at once must fit half of L2 for the second pass to reread L2.
     in_flight = min(4 * units, cache_bytes(device) // 2 // (n * element_size))

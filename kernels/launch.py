@@ -18,6 +18,7 @@ INTERPRETER_PROGRAMS = 4
 NPU_FALLBACK_PROGRAMS = 32  # the Ascend tutorial's own fixed count
 
 
+@functools.cache  # fixed once triton has decorated the kernels; triton.knobs rereads the environment
 def interpreted() -> bool:
     """Whether @triton.jit yields interpreted kernels (TRITON_INTERPRET=1)."""
     knobs = getattr(triton, "knobs", None)  # triton >= 3.4; triton-ascend 3.2 reads the variable directly

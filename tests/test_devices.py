@@ -132,11 +132,12 @@ def test_the_header_names_the_fake_npu(run_pytest, tmp_path):
 
 @pytest.fixture
 def fresh_launch_caches():
-    launch.compute_units.cache_clear()
-    launch.cache_bytes.cache_clear()
+    caches = (launch.compute_units, launch.cache_bytes, full_softmax.plan)
+    for cache in caches:
+        cache.cache_clear()
     yield
-    launch.compute_units.cache_clear()
-    launch.cache_bytes.cache_clear()
+    for cache in caches:
+        cache.cache_clear()
 
 
 def fake_ascend_driver(monkeypatch, properties: dict[int, dict]):
