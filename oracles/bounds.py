@@ -120,6 +120,17 @@ class Arithmetic:
     log_result_ulps: float = 0.5
     compute: Format = FP32
 
+    def monotone(self, out_dtype: torch.dtype) -> bool:
+        """Whether x_i <= x_j gives y_i <= y_j by construction.
+
+        fl(x - max), a monotone exp, one divisor per row and a conversion that
+        rounds preserve order.  Adding the gap's rounding error back after an fp32
+        exp does not: two gaps one ulp apart may swap by up to the exp's error
+        (found by the nightly H100 run); in float64 that error lies far below the
+        output's rounding.  Nor does a conversion unreliable below the smallest normal.
+        """
+        return (not self.exact_gap or self.compute == FP64) and out_dtype not in self.subnormal_downcast_unreliable
+
 
 @dataclass(frozen=True)
 class Reduction:

@@ -16,10 +16,14 @@ from hypothesis import strategies as st
 
 from harness.catalog import CATALOG
 from harness.judge import as_rows, describe_input, judge_softmax
-from harness.strategies import Case, cases
+from harness.strategies import Case, Layout, Specials, Values, cases
 from oracles.formats import format_of, ulp
 
 BATCH_SIZES = (1, 2, 5, 64)
+# Found by the nightly run on an H100: two logits 2 ulp apart swapped by 1 ulp in full_softmax's fp32 path.
+LOGITS_ULPS_APART = Case(shape=(17623, 4), dim=0, dtype=torch.float32, values=Values(kind="dominant", scale=10.0),
+                         layout=Layout(order=(0, 1), steps=(1, 1), pad=0, offset=0, expanded=()),
+                         specials=Specials(neg_inf=0.0, neg_inf_rows=0.0, pos_inf=0.0, nan=0.0), mask=None, seed=0)
 
 
 def bits(t: torch.Tensor) -> torch.Tensor:
@@ -169,18 +173,26 @@ def test_outputs_lie_in_the_unit_interval_and_rows_sum_to_one(kernel, backend):
 
 
 def test_monotonicity_within_rows(kernel, backend):
+    """x_i <= x_j implies y_i <= y_j: exactly where the kernel's arithmetic is monotone by construction,
+    else within the two elements' derived bounds; equal logits always give equal outputs."""
     @given(case=input_space(kernel, backend))
     @catalog_examples
+    @example(case=LOGITS_ULPS_APART)
     def check(case):
         x = make(kernel, backend, case)
-        inputs = as_rows(x, case.dim).double()
-        outputs = as_rows(kernel.softmax(x, case.dim), case.dim).double()
-        for xs, ys in zip(inputs, outputs):
+        y = kernel.softmax(x, case.dim)
+        inputs, outputs = as_rows(x, case.dim).double(), as_rows(y, case.dim).double()
+        slack = torch.zeros_like(outputs)
+        if not kernel.precision(backend.name, x, case.dim).arithmetic.monotone(y.dtype):
+            verdict = judge(kernel, backend, x, case.dim, y)
+            slack = torch.from_numpy(np.where(verdict.kernel.special, 0.0, verdict.kernel.bound)
+                                     * ulp(verdict.rounded, verdict.fmt))
+        for xs, ys, room in zip(inputs, outputs, slack):
             if torch.isnan(xs).any() or torch.isposinf(xs).any() or torch.isneginf(xs).all():
                 continue
             order = torch.argsort(xs, stable=True)
-            xs, ys = xs[order], ys[order]
-            rises = ys[1:] < ys[:-1]
+            xs, ys, room = xs[order], ys[order], room[order]
+            rises = ys[1:] < ys[:-1] - (room[1:] + room[:-1])
             assert not rises.any(), f"x {xs[:-1][rises][0].item()!r} <= {xs[1:][rises][0].item()!r} but softmax " \
                                     f"{ys[:-1][rises][0].item()!r} > {ys[1:][rises][0].item()!r}, {case!r}"
             ties = xs[1:] == xs[:-1]
