@@ -98,3 +98,15 @@ def test_compare_says_what_regressed_and_what_improved(tmp_path, capsys):
     assert "regressed: 1" in capsys.readouterr().out
     assert report_cli(["compare", str(old), str(better)]) == 0
     assert "improved: 1" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("backend,made,now,unjudged", [
+    ("cpu", "AVX2", "AVX2", []),
+    ("cpu", "AVX512", "AVX2", ["torch"]),
+    ("cpu", None, "AVX2", ["torch"]),  # a baseline that does not say
+    ("cuda", "AVX512", "AVX2", []),  # torch.softmax runs on the GPU there
+])
+def test_torch_on_the_cpu_is_judged_only_on_the_baselines_instruction_set(backend, made, now, unjudged):
+    reference = {"backend": backend, "cpu_capability": made}
+    run = {"backend": backend, "cpu_capability": now}
+    assert sorted(baseline.machine_bound(reference, run)) == unjudged
