@@ -42,11 +42,11 @@ from .registry import HALF_AND_SINGLE, Capabilities, KernelSpec, register
 #         (upstream Triton's interpreter; log_softmax on CUDA, whose result near 0 needs an
 #         exact sum); never on Ascend, whose math has no float64;
 #   else: fp32, with the gap's exact rounding error recovered (TwoSum) and multiplied
-#         back in; PRECISE (fp32 input on CUDA) takes libdevice's expf and sums the exps
+#         back in; PRECISE (fp32 output on CUDA) takes libdevice's expf and sums the exps
 #         in float64, dividing through a float64 reciprocal: the sum's order (which
 #         Triton's register layout decides, and which may differ between two launches)
 #         then cannot change the fp32 result, so batch and shift invariance hold bit
-#         for bit; otherwise (half input on CUDA; Ascend) tl.exp and a division, whose
+#         for bit; otherwise (half output on CUDA; Ascend) tl.exp and a division, whose
 #         errors vanish in the rounding to a half output and which keep half inputs at
 #         memory speed.
 
@@ -338,12 +338,13 @@ def plan(shape: tuple[int, ...], dim: int, device: torch.device, element_size: i
     return Plan("split", block, 1, warps, splits=splits, programs=max(row_programs, 1) * splits)
 
 
-def arithmetic(device: torch.device, log: bool, dtype: torch.dtype) -> dict:
-    """WIDE and PRECISE for a call (see the top of this module)."""
+def arithmetic(device: torch.device, log: bool, out_dtype: torch.dtype) -> dict:
+    """WIDE and PRECISE for a call (see the top of this module): the output's dtype decides,
+    since tl.exp's error vanishes in a half output but not in an fp32 one (half in, fp32 out)."""
     if interpreted():  # float64 where this Triton's math has it; triton-ascend's computes as its NPUs do
         return dict(WIDE=float64_math(), PRECISE=False)
     cuda = device.type == "cuda"
-    return dict(WIDE=cuda and log, PRECISE=cuda and dtype == torch.float32)
+    return dict(WIDE=cuda and log, PRECISE=cuda and out_dtype == torch.float32)
 
 
 def arithmetic_name(mode: dict) -> str:
@@ -412,7 +413,7 @@ def _run(x: torch.Tensor, dim: int, *, log: bool, mask: torch.Tensor | None,
     p = plan(tuple(x.shape), dim, x.device, x.element_size())
     masked = keep is not None
     mask_arg, msd = (keep, keep.stride(dim)) if masked else (x, 0)
-    mode = arithmetic(x.device, log, x.dtype)
+    mode = arithmetic(x.device, log, y.dtype)
     if p.path == "split":
         wide_sums = mode["WIDE"] or mode["PRECISE"]
         stats = torch.empty((n_rows, p.splits, 2), dtype=torch.float64 if wide_sums else torch.float32,
@@ -457,6 +458,7 @@ def precision(backend: str, x: torch.Tensor, dim: int, log: bool = False) -> Pre
     kind = {"cpu": "numpy-pairwise-block", "cuda": "triton-block"}.get(backend, "sequential")
     n = shape[dim % len(shape)]
     chunks = 1 if p.path == "single" else math.ceil(math.ceil(n / p.splits) / p.block) + (p.splits > 1)
+    # For a half input with fp32 output this names the half output's (looser, still valid) arithmetic.
     mode = arithmetic_name(arithmetic(x.device, log, x.dtype))
     return PrecisionProfile(FULL_SOFTMAX_ARITHMETIC[backend, mode],
                             Reduction(kind, num_warps=p.num_warps, rows=p.rows,

@@ -117,7 +117,7 @@ def full_softmax_exp_probe(x_ptr, shift_ptr, y_ptr, n, BLOCK: tl.constexpr, WIDE
 
 def test_full_softmax_exp_within_its_profile(backend, note):
     """The full kernel's exp(x - max), gap error recovered: within its own profile's c0, no |d| term."""
-    mode = full_softmax.arithmetic(backend.device, log=False, dtype=torch.float32)
+    mode = full_softmax.arithmetic(backend.device, log=False, out_dtype=torch.float32)
     arithmetic = FULL_SOFTMAX_ARITHMETIC[backend.name, full_softmax.arithmetic_name(mode)]
     g = generator(4)
     shift = (torch.rand(1 << 15, generator=g) * 80 - 20).float()
