@@ -54,11 +54,21 @@ MAX_OUTER_DIMS = 3
 NPU_GRID_LIMIT = 65535
 NPU_UB_BYTES = 192 * 1024
 INTERPRETER_BLOCK = 1024
-GPU_BLOCK = 32768  # fp32 values of one row held in the registers of 16 warps: 64 per thread
-CHUNK_BYTES = 16384  # a chunk of a long row: 4096 fp32 or 8192 half values (measured best on an H100)
-TILE_BYTES = 16384
-PROGRAMS_PER_UNIT = 4  # persistent one-pass programs per SM or vector core
-SPLIT_SPAN = 1 << 14  # elements of a split row per program (under the interpreter: 1024)
+CHUNK_BYTES = 16384  # a chunk of a long row (interpreter, NPU)
+TILE_BYTES = 16384  # a tile of short rows (interpreter, NPU)
+PROGRAMS_PER_UNIT = 4  # persistent one-pass programs per vector core (and under the interpreter)
+SPLIT_SPAN = 1 << 14  # elements of a split row per program (NPU; under the interpreter: 1024)
+# CUDA, from sweeps of launch parameters on an H100 (docs/bench/README.md):
+GPU_ROW_BYTES = 65536  # the longest row one program holds in registers (fp32 16384, half 32768)
+GPU_TILE_BYTES = 2048  # short rows: small tiles, one per program, keep the most loads in flight
+GPU_THREAD_BYTES = 64  # what each thread holds: four 16-byte loads
+GPU_PROGRAMS_PER_UNIT = 32  # programs per SM at most; beyond that, programs loop over tiles
+GPU_CHUNK = 8192  # longer rows: chunks of this many elements, a program a row
+GPU_CHUNK_WARPS = 16
+GPU_CHUNKED_ROW_BYTES = 1 << 18  # rows longer than this are split over programs instead
+GPU_SPLIT_SPAN = 8192
+GPU_SPLIT_BLOCK = 4096
+GPU_SPLIT_WARPS = 4
 
 
 @triton.jit
@@ -289,47 +299,69 @@ class Plan:
         return max(1, math.ceil(n / (self.block * self.splits)))
 
 
-def largest_block(device: torch.device) -> int:
-    """The widest row one pass holds: registers on GPUs, the 192 KB unified buffer on Ascend.
-
-    Under the interpreter it is kept small, so that tests of modest size reach
-    the chunked and split paths too.
-    """
+def largest_block() -> int:
+    """The widest row one pass holds in Ascend's 192 KB unified buffer; under the interpreter, a
+    small one, so that tests of modest size reach the chunked and split paths too."""
     if interpreted():
         return INTERPRETER_BLOCK
-    if device.type == "npu":
-        return 1 << int(math.log2(NPU_UB_BYTES // (3 * 4)))  # the tile, its exponentials, the output, in fp32
-    return GPU_BLOCK
+    return 1 << int(math.log2(NPU_UB_BYTES // (3 * 4)))  # the tile, its exponentials, the output, in fp32
 
 
 @functools.lru_cache(maxsize=4096)  # a pure function of its arguments, and on every call's path
 def plan(shape: tuple[int, ...], dim: int, device: torch.device, element_size: int) -> Plan:
     """The path and tile for a call.
 
-    Short rows share a tile of TILE_BYTES so that every program moves enough
-    bytes; rows up to the largest block stay in registers (one pass); longer
-    rows are chunked, with as many persistent programs as keep the rows in
-    flight within half of L2, so that the second pass rereads L2, not memory;
-    rows too long for that, or too few to fill the device, are split across
-    programs (two passes over memory).
+    The tile, the warps and the path follow from the row length alone: a row's
+    sum must not change with the number of rows around it (batch invariance).
+    Only the program count may.
     """
     n = shape[dim]
     n_rows = max(math.prod(shape) // max(n, 1), 1)
+    if device.type == "cuda" and not interpreted():
+        return gpu_plan(n, n_rows, compute_units(device), element_size)
+    return buffer_plan(n, n_rows, device, element_size)
+
+
+def gpu_plan(n: int, n_rows: int, units: int, element_size: int) -> Plan:
+    """CUDA: as many programs as the rows allow, each holding GPU_THREAD_BYTES a thread.
+
+    Rows of up to GPU_ROW_BYTES take one program and one pass (short rows share
+    a tile of GPU_TILE_BYTES); longer rows are chunked, a program a row, the
+    second pass rereading what L2 still holds; rows longer than
+    GPU_CHUNKED_ROW_BYTES are split over programs, each taking a span.
+    """
+    row_bytes = n * element_size
+    if row_bytes <= GPU_ROW_BYTES:
+        block = triton.next_power_of_2(max(n, 1))
+        rows = max(1, GPU_TILE_BYTES // (block * element_size))
+        warps = min(32, max(1, rows * block * element_size // (32 * GPU_THREAD_BYTES)))
+        return Plan("single", block, rows, warps, programs=min(math.ceil(n_rows / rows), units * GPU_PROGRAMS_PER_UNIT))
+    if row_bytes <= GPU_CHUNKED_ROW_BYTES:
+        return Plan("chunked", GPU_CHUNK, 1, GPU_CHUNK_WARPS, programs=min(n_rows, units * GPU_PROGRAMS_PER_UNIT))
+    splits = triton.next_power_of_2(math.ceil(n / GPU_SPLIT_SPAN))
+    return Plan("split", GPU_SPLIT_BLOCK, 1, GPU_SPLIT_WARPS, splits=splits, programs=n_rows * splits)
+
+
+def buffer_plan(n: int, n_rows: int, device: torch.device, element_size: int) -> Plan:
+    """The interpreter and Ascend: tiles of TILE_BYTES (the unified buffer's scale), persistent programs.
+
+    Rows up to the largest block stay on chip (one pass); longer rows are
+    chunked, with as many persistent programs as keep the rows in flight
+    within half of the cache, so that the second pass rereads the cache;
+    rows too long for that, or too few to fill the device, are split across
+    programs (two passes over memory).
+    """
     units = compute_units(device)
-    widest = largest_block(device)
+    widest = largest_block()
     interpret = interpreted()
-    # The tile, the warps and the path follow from the row length alone: a row's sum must not
-    # change with the number of rows around it (batch invariance).  Only the program count may.
     if n <= widest:
         block = triton.next_power_of_2(max(n, 1))
         rows = max(1, min(64, TILE_BYTES // (block * element_size)))
-        # About 16 elements a thread; 16 warps only for the widest rows, which need the registers.
         warps = 1 if interpret else min(16 if block >= 8192 else 8, max(4, block * rows // 512))
         tiles = math.ceil(n_rows / rows)
         return Plan("single", block, rows, warps, programs=min(tiles, units * PROGRAMS_PER_UNIT, NPU_GRID_LIMIT))
     block = max(widest // 4, 16) if interpret else CHUNK_BYTES // element_size
     warps = 1 if interpret else 8
-    # Rows in flight at once must fit half of L2 for the second pass to reread L2.
     in_flight = min(4 * units, cache_bytes(device) // 2 // (n * element_size))
     if n <= 2 * widest if interpret else in_flight >= units:
         return Plan("chunked", block, 1, warps, programs=min(n_rows, max(in_flight, units), NPU_GRID_LIMIT))
@@ -381,7 +413,8 @@ CAPABILITIES = Capabilities(
     log_softmax=True,
     masked=True,
     out_dtype=True,
-    path_boundaries={"cpu": (INTERPRETER_BLOCK, 2 * INTERPRETER_BLOCK), "cuda": (GPU_BLOCK,), "npu": (16384,)},
+    path_boundaries={"cpu": (INTERPRETER_BLOCK, 2 * INTERPRETER_BLOCK), "cuda": (16384, 32768, 65536),
+                     "npu": (16384,)},
 )
 
 
@@ -401,6 +434,16 @@ def _run(x: torch.Tensor, dim: int, *, log: bool, mask: torch.Tensor | None,
     y = torch.empty(x.shape, dtype=out_dtype or x.dtype, device=x.device)
     if x.numel() == 0:
         return y
+    n = x.shape[dim]
+    n_rows = x.numel() // n
+    p = plan(tuple(x.shape), dim, x.device, x.element_size())
+    mode = arithmetic(x.device, log, y.dtype)
+    tile = dict(ROWS=p.rows, BLOCK=p.block, CHUNKED=p.path == "chunked", LOG=log, **mode, num_warps=p.num_warps)
+    if (mask is None and p.path != "split" and dim == x.dim() - 1 and x.stride(dim) == 1
+            and (x.dim() <= 2 or x.is_contiguous())):
+        # The common case, launched without the layout analysis: each host microsecond shows on short rows.
+        contiguous_rows_kernel[(p.programs,)](y, x, n_rows, n, x.stride(0) if x.dim() == 2 else n, n, **tile)
+        return y
     keep = None if mask is None else mask.view(torch.uint8)
     layout = row_layout([x, y] + ([keep] if keep is not None else []), dim)
     if layout is None:  # more than three index dims that will not merge: copy to contiguous once
@@ -408,12 +451,8 @@ def _run(x: torch.Tensor, dim: int, *, log: bool, mask: torch.Tensor | None,
         return _run(x.contiguous(), dim, log=log, mask=contiguous_mask, out_dtype=out_dtype)
     sizes, (xs, ys, *rest) = layout
     ms = rest[0] if rest else [0] * MAX_OUTER_DIMS
-    n = x.shape[dim]
-    n_rows = x.numel() // n
-    p = plan(tuple(x.shape), dim, x.device, x.element_size())
     masked = keep is not None
     mask_arg, msd = (keep, keep.stride(dim)) if masked else (x, 0)
-    mode = arithmetic(x.device, log, y.dtype)
     if p.path == "split":
         wide_sums = mode["WIDE"] or mode["PRECISE"]
         stats = torch.empty((n_rows, p.splits, 2), dtype=torch.float64 if wide_sums else torch.float32,
@@ -427,12 +466,8 @@ def _run(x: torch.Tensor, dim: int, *, log: bool, mask: torch.Tensor | None,
             y, x, mask_arg, stats, n_rows, n, span, sizes[1], sizes[2], *xs, x.stride(dim), *ys, y.stride(dim), *ms, msd,
             SPLITS=p.splits, BLOCK=p.block, LOG=log, MASKED=masked, **mode, num_warps=p.num_warps)
         return y
-    shape = dict(ROWS=p.rows, BLOCK=p.block, CHUNKED=p.path == "chunked", LOG=log, **mode, num_warps=p.num_warps)
-    if not masked and dim == x.dim() - 1 and x.stride(dim) == 1 and sizes[:2] == [1, 1]:
-        contiguous_rows_kernel[(p.programs,)](y, x, n_rows, n, xs[2], ys[2], **shape)
-    else:
-        rows_kernel[(p.programs,)](y, x, mask_arg, n_rows, n, sizes[1], sizes[2], *xs, x.stride(dim), *ys,
-                                   y.stride(dim), *ms, msd, MASKED=masked, **shape)
+    rows_kernel[(p.programs,)](y, x, mask_arg, n_rows, n, sizes[1], sizes[2], *xs, x.stride(dim), *ys,
+                               y.stride(dim), *ms, msd, MASKED=masked, **tile)
     return y
 
 
