@@ -58,7 +58,7 @@ CHUNK_BYTES = 16384  # a chunk of a long row (interpreter, NPU)
 TILE_BYTES = 16384  # a tile of short rows (interpreter, NPU)
 PROGRAMS_PER_UNIT = 4  # persistent one-pass programs per vector core (and under the interpreter)
 SPLIT_SPAN = 1 << 14  # elements of a split row per program (NPU; under the interpreter: 1024)
-# CUDA, from sweeps of launch parameters on an H100 (docs/bench/README.md):
+# CUDA, from sweeps of launch parameters on an H100 (README, "Speed"):
 GPU_ROW_BYTES = 65536  # the longest row one program holds in registers (fp32 16384, half 32768)
 GPU_TILE_BYTES = 2048  # short rows: small tiles, one per program, keep the most loads in flight
 GPU_THREAD_BYTES = 64  # what each thread holds: four 16-byte loads
