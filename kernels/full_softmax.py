@@ -413,8 +413,9 @@ CAPABILITIES = Capabilities(
     log_softmax=True,
     masked=True,
     out_dtype=True,
-    path_boundaries={"cpu": (INTERPRETER_BLOCK, 2 * INTERPRETER_BLOCK), "cuda": (16384, 32768, 65536),
-                     "npu": (16384,)},
+    path_boundaries={"cpu": (INTERPRETER_BLOCK, 2 * INTERPRETER_BLOCK), "npu": (16384,),
+                     # one pass -> chunked in fp32 and in half, chunked -> split in fp32
+                     "cuda": (GPU_ROW_BYTES // 4, GPU_ROW_BYTES // 2, GPU_CHUNKED_ROW_BYTES // 4)},
 )
 
 
