@@ -37,18 +37,27 @@ from .launch import cache_bytes, compute_units, float64_math, interpreted, requi
 from .registry import HALF_AND_SINGLE, Capabilities, KernelSpec, register
 
 # The rounding of x - max, not exp itself, dominates the error of a plain fp32
-# softmax (|x - max| u relative).  This kernel avoids it in one of two ways:
+# softmax (|x - max| u relative).  Every kernel takes its arithmetic as ARITH:
 #   WIDE: the gap, its exp and the row sum in float64, one rounding at the store
 #         (upstream Triton's interpreter; log_softmax on CUDA, whose result near 0 needs an
 #         exact sum); never on Ascend, whose math has no float64;
-#   else: fp32, with the gap's exact rounding error recovered (TwoSum) and multiplied
-#         back in; PRECISE (fp32 output on CUDA) takes libdevice's expf and sums the exps
-#         in float64, dividing through a float64 reciprocal: the sum's order (which
-#         Triton's register layout decides, and which may differ between two launches)
-#         then cannot change the fp32 result, so batch and shift invariance hold bit
-#         for bit; otherwise (half output on CUDA; Ascend) tl.exp and a division, whose
-#         errors vanish in the rounding to a half output and which keep half inputs at
-#         memory speed.
+#   PRECISE (fp32 output on CUDA): fp32, with the gap's exact rounding error recovered
+#         (TwoSum) and multiplied back in, libdevice's expf, the exps summed in float64
+#         and divided through a float64 reciprocal: the sum's order (which Triton's
+#         register layout decides, and which may differ between two launches) then
+#         cannot change the fp32 result, so batch and shift invariance hold bit for bit;
+#   FAST (fp32 output on Ascend): the gap's error recovered, tl.exp and a division;
+#   HALF (half output, unless WIDE): tl.exp of the rounded gap and a division.  Their
+#         errors, 2^-24 |x - max| relative and a few fp32 ulps, vanish in the rounding
+#         to fp16 or bf16, and dropping the recovery halves the arithmetic per element,
+#         which bounds half rows: on the H100 a prototype without it (and reusing the
+#         exps) ran bf16 rows of 16384 at 0.99 of a copy, against 0.63 with it.
+
+HALF = tl.constexpr(0)
+FAST = tl.constexpr(1)
+PRECISE = tl.constexpr(2)
+WIDE = tl.constexpr(3)
+ARITHMETIC_NAMES = {HALF.value: "half", FAST.value: "fast", PRECISE.value: "precise", WIDE.value: "wide"}
 
 MAX_OUTER_DIMS = 3
 NPU_GRID_LIMIT = 65535
@@ -90,13 +99,15 @@ def _gap(x, shift):
 
 
 @triton.jit
-def _exp_gap(x, shift, WIDE: tl.constexpr, PRECISE: tl.constexpr):
-    """exp(x - shift) without the subtraction's rounding error, in float64 when WIDE."""
-    if WIDE:
+def _exp_gap(x, shift, ARITH: tl.constexpr):
+    """exp(x - shift): in float64 when WIDE, of the rounded gap when HALF, else without the gap's rounding error."""
+    if ARITH == WIDE:
         e = tl.exp(x.to(tl.float64) - shift.to(tl.float64))
+    elif ARITH == HALF:
+        e = tl.exp(x - shift)
     else:
         gap, error = _gap(x, shift)
-        if PRECISE:
+        if ARITH == PRECISE:
             rounded = libdevice.exp(gap)
         else:
             rounded = tl.exp(gap)
@@ -117,21 +128,20 @@ def _load(x_ptr, m_ptr, x_base, m_base, cols, row_ok, n_cols, x_col_stride, m_co
 
 
 @triton.jit
-def _finish(x, row_max, total, LOG: tl.constexpr, MASKED: tl.constexpr, WIDE: tl.constexpr,
-            PRECISE: tl.constexpr):
+def _finish(x, row_max, total, LOG: tl.constexpr, MASKED: tl.constexpr, ARITH: tl.constexpr):
     """The output tile, in fp32, from the row's maximum and sum of exponentials."""
     m = row_max[:, None]
     if LOG:
-        if WIDE:
+        if ARITH == WIDE:
             y = x.to(tl.float64) - m.to(tl.float64) - tl.log(total[:, None])
+        elif ARITH == HALF:
+            y = (x - m) - tl.log(total[:, None])
         else:  # the gap's rounding error added back: a second rounding
             gap, error = _gap(x, m)
             y = (gap - tl.log(total[:, None])) + error
     else:
-        e = _exp_gap(x, m, WIDE, PRECISE)
-        if WIDE:
-            y = e / total[:, None]
-        elif PRECISE:
+        e = _exp_gap(x, m, ARITH)
+        if ARITH == PRECISE:
             y = e.to(tl.float64) * (1.0 / total.to(tl.float64))[:, None]
         else:
             y = e / total[:, None]
@@ -141,19 +151,19 @@ def _finish(x, row_max, total, LOG: tl.constexpr, MASKED: tl.constexpr, WIDE: tl
 
 
 @triton.jit
-def _online_update(row_max, total, x, WIDE: tl.constexpr, PRECISE: tl.constexpr):
+def _online_update(row_max, total, x, ARITH: tl.constexpr):
     """Fold a tile into a running maximum and a sum of exp(x - maximum) rescaled to it."""
     new_max = tl.maximum(row_max, tl.max(x, axis=1))
     # While a row holds only -inf, keep its sum at 0 instead of exp(-inf - -inf) = NaN.
     shift = tl.where(new_max == -float("inf"), 0.0, new_max)
-    rescale = tl.where(new_max == -float("inf"), 0.0, _exp_gap(row_max, shift, WIDE, PRECISE))
-    return new_max, total * rescale + _sum_exps(x, shift[:, None], WIDE, PRECISE)
+    rescale = tl.where(new_max == -float("inf"), 0.0, _exp_gap(row_max, shift, ARITH))
+    return new_max, total * rescale + _sum_exps(x, shift[:, None], ARITH)
 
 
 @triton.jit
-def _zeros(ROWS: tl.constexpr, WIDE: tl.constexpr, PRECISE: tl.constexpr):
+def _zeros(ROWS: tl.constexpr, ARITH: tl.constexpr):
     """A running sum: float64 when WIDE or PRECISE."""
-    if WIDE or PRECISE:
+    if ARITH >= PRECISE:
         total = tl.zeros([ROWS], tl.float64)
     else:
         total = tl.zeros([ROWS], tl.float32)
@@ -161,10 +171,10 @@ def _zeros(ROWS: tl.constexpr, WIDE: tl.constexpr, PRECISE: tl.constexpr):
 
 
 @triton.jit
-def _sum_exps(x, shift, WIDE: tl.constexpr, PRECISE: tl.constexpr):
+def _sum_exps(x, shift, ARITH: tl.constexpr):
     """Row sums of exp(x - shift): float64 when WIDE or PRECISE, so their order cannot show."""
-    e = _exp_gap(x, shift, WIDE, PRECISE)
-    if PRECISE:
+    e = _exp_gap(x, shift, ARITH)
+    if ARITH == PRECISE:
         e = e.to(tl.float64)
     return tl.sum(e, axis=1)
 
@@ -172,7 +182,7 @@ def _sum_exps(x, shift, WIDE: tl.constexpr, PRECISE: tl.constexpr):
 @triton.jit
 def _rows(y_ptr, x_ptr, m_ptr, n_rows, n_cols, size1, size2, xs0, xs1, xs2, xsd, ys0, ys1, ys2, ysd,
           ms0, ms1, ms2, msd, ROWS: tl.constexpr, BLOCK: tl.constexpr, CHUNKED: tl.constexpr, LOG: tl.constexpr,
-          MASKED: tl.constexpr, WIDE: tl.constexpr, PRECISE: tl.constexpr):
+          MASKED: tl.constexpr, ARITH: tl.constexpr):
     """Persistent programs over tiles of ROWS rows: one pass, or an online pass and a write pass."""
     cols = tl.arange(0, BLOCK)
     tiles = tl.cdiv(n_rows, ROWS)
@@ -186,19 +196,19 @@ def _rows(y_ptr, x_ptr, m_ptr, n_rows, n_cols, size1, size2, xs0, xs1, xs2, xsd,
         if not CHUNKED:
             x = _load(x_ptr, m_ptr, x_base, m_base, cols, row_ok, n_cols, xsd, msd, MASKED)
             row_max = tl.max(x, axis=1)
-            total = _sum_exps(x, row_max[:, None], WIDE, PRECISE)
-            y = _finish(x, row_max, total, LOG, MASKED, WIDE, PRECISE)
+            total = _sum_exps(x, row_max[:, None], ARITH)
+            y = _finish(x, row_max, total, LOG, MASKED, ARITH)
             valid = row_ok[:, None] & (cols < n_cols)[None, :]
             tl.store(y_ptr + y_base[:, None] + cols[None, :] * ysd, y, mask=valid)
         else:
             row_max = tl.full([ROWS], -float("inf"), tl.float32)
-            total = _zeros(ROWS, WIDE, PRECISE)
+            total = _zeros(ROWS, ARITH)
             for start in tl.range(0, n_cols, BLOCK):
                 x = _load(x_ptr, m_ptr, x_base, m_base, start + cols, row_ok, n_cols, xsd, msd, MASKED)
-                row_max, total = _online_update(row_max, total, x, WIDE, PRECISE)
+                row_max, total = _online_update(row_max, total, x, ARITH)
             for start in tl.range(0, n_cols, BLOCK):
                 x = _load(x_ptr, m_ptr, x_base, m_base, start + cols, row_ok, n_cols, xsd, msd, MASKED)
-                y = _finish(x, row_max, total, LOG, MASKED, WIDE, PRECISE)
+                y = _finish(x, row_max, total, LOG, MASKED, ARITH)
                 valid = row_ok[:, None] & ((start + cols) < n_cols)[None, :]
                 tl.store(y_ptr + y_base[:, None] + (start + cols)[None, :] * ysd, y, mask=valid)
 
@@ -209,26 +219,26 @@ def _rows(y_ptr, x_ptr, m_ptr, n_rows, n_cols, size1, size2, xs0, xs1, xs2, xsd,
 def rows_kernel(y_ptr, x_ptr, m_ptr, n_rows, n_cols, size1, size2,
                 xs0, xs1, xs2, xsd, ys0, ys1, ys2, ysd, ms0, ms1, ms2, msd,
                 ROWS: tl.constexpr, BLOCK: tl.constexpr, CHUNKED: tl.constexpr, LOG: tl.constexpr,
-                MASKED: tl.constexpr, WIDE: tl.constexpr, PRECISE: tl.constexpr):
+                MASKED: tl.constexpr, ARITH: tl.constexpr):
     """Any layout: rows indexed by up to three outer dims, any strides, an optional mask."""
     _rows(y_ptr, x_ptr, m_ptr, n_rows, n_cols, size1, size2, xs0, xs1, xs2, xsd, ys0, ys1, ys2, ysd,
-          ms0, ms1, ms2, msd, ROWS, BLOCK, CHUNKED, LOG, MASKED, WIDE, PRECISE)
+          ms0, ms1, ms2, msd, ROWS, BLOCK, CHUNKED, LOG, MASKED, ARITH)
 
 
 @triton.jit(do_not_specialize=["n_rows"])
 def contiguous_rows_kernel(y_ptr, x_ptr, n_rows, n_cols, x_row_stride, y_row_stride,
                            ROWS: tl.constexpr, BLOCK: tl.constexpr, CHUNKED: tl.constexpr, LOG: tl.constexpr,
-                           WIDE: tl.constexpr, PRECISE: tl.constexpr):
+                           ARITH: tl.constexpr):
     """Rows along the last dim, each contiguous: six arguments, so the launch costs less."""
     # With both inner sizes 1, the row index is the outermost index: its stride is the row stride.
     _rows(y_ptr, x_ptr, x_ptr, n_rows, n_cols, 1, 1, x_row_stride, 0, 0, 1, y_row_stride, 0, 0, 1,
-          0, 0, 0, 0, ROWS, BLOCK, CHUNKED, LOG, False, WIDE, PRECISE)
+          0, 0, 0, 0, ROWS, BLOCK, CHUNKED, LOG, False, ARITH)
 
 
 @triton.jit
 def split_stats_kernel(stats_ptr, x_ptr, m_ptr, n_rows, n_cols, span, splits, size1, size2,
                        xs0, xs1, xs2, xsd, ms0, ms1, ms2, msd, BLOCK: tl.constexpr, MASKED: tl.constexpr,
-                       WIDE: tl.constexpr, PRECISE: tl.constexpr):
+                       ARITH: tl.constexpr):
     """Programs (i, part): for rows i, i + programs, ..., maximum and rescaled sum of its span of the row."""
     part = tl.program_id(1)
     cols = tl.arange(0, BLOCK)
@@ -240,10 +250,10 @@ def split_stats_kernel(stats_ptr, x_ptr, m_ptr, n_rows, n_cols, span, splits, si
         x_base = _row_bases(rows, size1, size2, xs0, xs1, xs2)
         m_base = _row_bases(rows, size1, size2, ms0, ms1, ms2)
         row_max = tl.full([1], -float("inf"), tl.float32)
-        total = _zeros(1, WIDE, PRECISE)
+        total = _zeros(1, ARITH)
         for start in tl.range(first, last, BLOCK):
             x = _load(x_ptr, m_ptr, x_base, m_base, start + cols, row_ok, last, xsd, msd, MASKED)
-            row_max, total = _online_update(row_max, total, x, WIDE, PRECISE)
+            row_max, total = _online_update(row_max, total, x, ARITH)
         slot = (rows * splits + part) * 2
         tl.store(stats_ptr + slot, row_max)  # the store widens to the buffer's dtype: no float64 on NPUs
         tl.store(stats_ptr + slot + 1, total)
@@ -253,7 +263,7 @@ def split_stats_kernel(stats_ptr, x_ptr, m_ptr, n_rows, n_cols, span, splits, si
 def split_write_kernel(y_ptr, x_ptr, m_ptr, stats_ptr, n_rows, n_cols, span, size1, size2,
                        xs0, xs1, xs2, xsd, ys0, ys1, ys2, ysd, ms0, ms1, ms2, msd,
                        SPLITS: tl.constexpr, BLOCK: tl.constexpr, LOG: tl.constexpr, MASKED: tl.constexpr,
-                       WIDE: tl.constexpr, PRECISE: tl.constexpr):
+                       ARITH: tl.constexpr):
     """Programs (i, part): for rows i, i + programs, ..., combine the row's partial sums, then write its span."""
     part = tl.program_id(1)
     cols = tl.arange(0, BLOCK)
@@ -264,11 +274,11 @@ def split_write_kernel(y_ptr, x_ptr, m_ptr, stats_ptr, n_rows, n_cols, span, siz
         slots = (rows[:, None] * SPLITS + tl.arange(0, SPLITS)[None, :]) * 2
         maxima = tl.load(stats_ptr + slots).to(tl.float32)  # fp32 values, stored exactly in float64
         sums = tl.load(stats_ptr + slots + 1)
-        if not (WIDE or PRECISE):
+        if ARITH < PRECISE:
             sums = sums.to(tl.float32)
         row_max = tl.max(maxima, axis=1)
         shift = tl.where(row_max == -float("inf"), 0.0, row_max)
-        rescale = _exp_gap(maxima, shift[:, None], WIDE, PRECISE)
+        rescale = _exp_gap(maxima, shift[:, None], ARITH)
         total = tl.sum(tl.where(maxima == -float("inf"), 0.0, sums * rescale), axis=1)
         row_ok = rows >= 0
         x_base = _row_bases(rows, size1, size2, xs0, xs1, xs2)
@@ -276,7 +286,7 @@ def split_write_kernel(y_ptr, x_ptr, m_ptr, stats_ptr, n_rows, n_cols, span, siz
         m_base = _row_bases(rows, size1, size2, ms0, ms1, ms2)
         for start in tl.range(first, last, BLOCK):
             x = _load(x_ptr, m_ptr, x_base, m_base, start + cols, row_ok, last, xsd, msd, MASKED)
-            y = _finish(x, row_max, total, LOG, MASKED, WIDE, PRECISE)
+            y = _finish(x, row_max, total, LOG, MASKED, ARITH)
             valid = row_ok[:, None] & ((start + cols) < last)[None, :]
             tl.store(y_ptr + y_base[:, None] + (start + cols)[None, :] * ysd, y, mask=valid)
 
@@ -370,17 +380,15 @@ def buffer_plan(n: int, n_rows: int, device: torch.device, element_size: int) ->
     return Plan("split", block, 1, warps, splits=splits, programs=max(row_programs, 1) * splits)
 
 
-def arithmetic(device: torch.device, log: bool, out_dtype: torch.dtype) -> dict:
-    """WIDE and PRECISE for a call (see the top of this module): the output's dtype decides,
-    since tl.exp's error vanishes in a half output but not in an fp32 one (half in, fp32 out)."""
-    if interpreted():  # float64 where this Triton's math has it; triton-ascend's computes as its NPUs do
-        return dict(WIDE=float64_math(), PRECISE=False)
-    cuda = device.type == "cuda"
-    return dict(WIDE=cuda and log, PRECISE=cuda and out_dtype == torch.float32)
-
-
-def arithmetic_name(mode: dict) -> str:
-    return "wide" if mode["WIDE"] else "precise" if mode["PRECISE"] else "fast"
+def arithmetic(device: torch.device, log: bool, out_dtype: torch.dtype) -> int:
+    """A call's ARITH (see the top of this module): float64 where the interpreter's math has it
+    (triton-ascend's computes as its NPUs do) and for log_softmax on CUDA; otherwise the output's
+    dtype decides, since what a half output rounds away an fp32 one shows (half in, fp32 out)."""
+    if (interpreted() and float64_math()) or (device.type == "cuda" and log):
+        return WIDE.value
+    if out_dtype != torch.float32:
+        return HALF.value
+    return PRECISE.value if device.type == "cuda" else FAST.value
 
 
 def row_layout(tensors: list[torch.Tensor], dim: int) -> tuple[list[int], list[list[int]]] | None:
@@ -438,8 +446,8 @@ def _run(x: torch.Tensor, dim: int, *, log: bool, mask: torch.Tensor | None,
     n = x.shape[dim]
     n_rows = x.numel() // n
     p = plan(tuple(x.shape), dim, x.device, x.element_size())
-    mode = arithmetic(x.device, log, y.dtype)
-    tile = dict(ROWS=p.rows, BLOCK=p.block, CHUNKED=p.path == "chunked", LOG=log, **mode, num_warps=p.num_warps)
+    arith = arithmetic(x.device, log, y.dtype)
+    tile = dict(ROWS=p.rows, BLOCK=p.block, CHUNKED=p.path == "chunked", LOG=log, ARITH=arith, num_warps=p.num_warps)
     if (mask is None and p.path != "split" and dim == x.dim() - 1 and x.stride(dim) == 1
             and (x.dim() <= 2 or x.is_contiguous())):
         # The common case, launched without the layout analysis: each host microsecond shows on short rows.
@@ -455,17 +463,16 @@ def _run(x: torch.Tensor, dim: int, *, log: bool, mask: torch.Tensor | None,
     masked = keep is not None
     mask_arg, msd = (keep, keep.stride(dim)) if masked else (x, 0)
     if p.path == "split":
-        wide_sums = mode["WIDE"] or mode["PRECISE"]
-        stats = torch.empty((n_rows, p.splits, 2), dtype=torch.float64 if wide_sums else torch.float32,
+        stats = torch.empty((n_rows, p.splits, 2), dtype=torch.float64 if arith >= PRECISE.value else torch.float32,
                             device=x.device)
         span = math.ceil(n / p.splits)
         grid = (p.programs // p.splits, p.splits)
         split_stats_kernel[grid](
             stats, x, mask_arg, n_rows, n, span, p.splits, sizes[1], sizes[2], *xs, x.stride(dim), *ms, msd,
-            BLOCK=p.block, MASKED=masked, **mode, num_warps=p.num_warps)
+            BLOCK=p.block, MASKED=masked, ARITH=arith, num_warps=p.num_warps)
         split_write_kernel[grid](
             y, x, mask_arg, stats, n_rows, n, span, sizes[1], sizes[2], *xs, x.stride(dim), *ys, y.stride(dim), *ms, msd,
-            SPLITS=p.splits, BLOCK=p.block, LOG=log, MASKED=masked, **mode, num_warps=p.num_warps)
+            SPLITS=p.splits, BLOCK=p.block, LOG=log, MASKED=masked, ARITH=arith, num_warps=p.num_warps)
         return y
     rows_kernel[(p.programs,)](y, x, mask_arg, n_rows, n, sizes[1], sizes[2], *xs, x.stride(dim), *ys,
                                y.stride(dim), *ms, msd, MASKED=masked, **tile)
@@ -495,7 +502,7 @@ def precision(backend: str, x: torch.Tensor, dim: int, log: bool = False) -> Pre
     n = shape[dim % len(shape)]
     chunks = 1 if p.path == "single" else math.ceil(math.ceil(n / p.splits) / p.block) + (p.splits > 1)
     # For a half input with fp32 output this names the half output's (looser, still valid) arithmetic.
-    mode = arithmetic_name(arithmetic(x.device, log, x.dtype))
+    mode = ARITHMETIC_NAMES[arithmetic(x.device, log, x.dtype)]
     return PrecisionProfile(FULL_SOFTMAX_ARITHMETIC[backend, mode],
                             Reduction(kind, num_warps=p.num_warps, rows=p.rows,
                                       block=None if p.path == "single" else p.block, chunks=chunks))

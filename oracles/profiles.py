@@ -36,15 +36,17 @@ Figures in ulps of fp32 (fractional: |computed - exact| / ulp(exact)):
 The full-domain kernel (``kernels/full_softmax.py``) computes differently on
 purpose, and has its own arithmetic.  Under the interpreter, and for
 log_softmax on CUDA, it keeps the gap, the exps, the sum and the log in
-float64 and rounds once (compute format float64).  Its softmax on CUDA stays
-in fp32 for speed but recovers the rounding error of x - max (TwoSum), so no
-gap rounding enters; for fp32 input it uses libdevice ``expf`` (2 ulp, CUDA
+float64 and rounds once (compute format float64).  Its fp32-output softmax on
+CUDA stays in fp32 for speed but recovers the rounding error of x - max
+(TwoSum), so no gap rounding enters; it uses libdevice ``expf`` (2 ulp, CUDA
 programming guide; 1.8 measured with the correction on an H100), sums in
 float64 and divides through a float64 reciprocal (0.51 ulp with the final
-rounding); for half input tl.exp and div.full, whose
-errors vanish in the rounding to the half output.  On Ascend, tl.exp likewise corrected, and a log_softmax that
-adds the gap's error back (a second rounding); triton-ascend's interpreter,
-whose math library refuses float64, runs this Ascend path on numpy.  tests/test_profiles.py
+rounding).  On Ascend, fp32 outputs take tl.exp likewise corrected, and a
+log_softmax that adds the gap's error back (a second rounding).  Half outputs
+("half", any device) take plain tl.exp of the rounded gap and a division, whose
+errors vanish in the rounding to fp16 or bf16: their profiles are the device's
+plain Triton arithmetic.  triton-ascend's interpreter, whose math library
+refuses float64, runs the Ascend paths on numpy.  tests/test_profiles.py
 measures these helpers on the device.
 """
 
@@ -121,8 +123,17 @@ def unknown_profile(backend: str, x: torch.Tensor, dim: int, log: bool = False) 
 WIDE_DOWNCAST = {  # float64 -> fp32 (to nearest), then the store's conversion for half outputs
     torch.float32: 0.5, torch.float16: 0.5 + 2.0**-12, torch.bfloat16: 0.5 + 2.0**-15}
 
+# triton-ascend's interpreter, whose math refuses float64: the fp32 path of Ascend, on numpy's
+# exp (2.52 ulp) plus the rounding of the gap correction's addition (0.5 ulp).
+ASCEND_INTERPRETER_FAST = replace(INTERPRETER, name="full_softmax under triton-ascend's interpreter (fp32, as on Ascend)",
+                                  exp_ulps=3.1, exact_gap=True, log_result_ulps=1.0)
+ASCEND_FAST = replace(TRITON_ASCEND, name="full_softmax on Ascend (unmeasured, conservative)", exact_gap=True,
+                      log_result_ulps=1.0)
+
 # Keyed by (backend, mode): "wide" keeps the gap, exps and sums in float64 and rounds once;
-# "precise" and "fast" compute in fp32 with the gap's rounding recovered.
+# "precise" and "fast" compute in fp32 with the gap's rounding recovered; "half" (half outputs,
+# whose rounding hides the gap's) does not.  A profile is chosen by the input's dtype, so "half"
+# also judges half inputs with fp32 output ("precise" or "fast"): each covers those too.
 FULL_SOFTMAX_ARITHMETIC = {
     ("cpu", "wide"): Arithmetic(
         "full_softmax under the interpreter (float64 gap, exp, sum and log)", exp_ulps=1.0, exp_ulps_per_gap=0.0,
@@ -130,19 +141,18 @@ FULL_SOFTMAX_ARITHMETIC = {
         downcast_ulps={**WIDE_DOWNCAST, torch.bfloat16: 1.0 + 2.0**-15},  # the interpreter truncates to bf16
         subnormal_downcast_unreliable=frozenset({torch.bfloat16}),
     ),
-    # triton-ascend's interpreter, whose math refuses float64: the fp32 path of Ascend, on numpy's
-    # exp (2.52 ulp) plus the rounding of the gap correction's addition (0.5 ulp).
-    ("cpu", "fast"): replace(INTERPRETER, name="full_softmax under triton-ascend's interpreter (fp32, as on Ascend)",
-                             exp_ulps=3.1, exact_gap=True, log_result_ulps=1.0),
+    ("cpu", "fast"): ASCEND_INTERPRETER_FAST,
+    ("cpu", "half"): replace(ASCEND_INTERPRETER_FAST, name="full_softmax under triton-ascend's interpreter, half output",
+                             exact_gap=False),
     # Its sums and reciprocal are float64; modelled as fp32 sums (a looser, still valid bound).
     ("cuda", "precise"): replace(TRITON_NVIDIA, name="full_softmax on NVIDIA (libdevice expf, float64 sums)",
                                  exp_ulps=2.5, exp_ulps_per_gap=0.0, div_ulps=0.51, exact_gap=True),
-    ("cuda", "fast"): replace(TRITON_NVIDIA, name="full_softmax on NVIDIA, half input (tl.exp, div.full)",
-                              exact_gap=True),
+    ("cuda", "half"): replace(TRITON_NVIDIA, name="full_softmax on NVIDIA, half output (tl.exp, div.full)"),
     ("cuda", "wide"): Arithmetic(
         "full_softmax log_softmax on NVIDIA (float64)", exp_ulps=1.0, exp_ulps_per_gap=0.0, div_ulps=0.5,
         flushes_subnormals=False, log_ulps=1.0, exact_gap=True, compute=FP64, downcast_ulps=WIDE_DOWNCAST,
     ),
-    ("npu", "fast"): replace(TRITON_ASCEND, name="full_softmax on Ascend (unmeasured, conservative)", exact_gap=True,
-                            log_result_ulps=1.0),
+    ("npu", "fast"): ASCEND_FAST,
+    ("npu", "half"): replace(ASCEND_FAST, name="full_softmax on Ascend, half output (unmeasured, conservative)",
+                            exact_gap=False),
 }

@@ -106,25 +106,23 @@ def test_downcast_within_profile(backend, arithmetic, dtype, note):
 
 
 @triton.jit
-def full_softmax_exp_probe(x_ptr, shift_ptr, y_ptr, n, BLOCK: tl.constexpr, WIDE: tl.constexpr,
-                           PRECISE: tl.constexpr):
+def full_softmax_exp_probe(x_ptr, shift_ptr, y_ptr, n, BLOCK: tl.constexpr, ARITH: tl.constexpr):
     offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offsets < n
-    e = full_softmax._exp_gap(tl.load(x_ptr + offsets, mask=mask), tl.load(shift_ptr + offsets, mask=mask),
-                              WIDE, PRECISE)
+    e = full_softmax._exp_gap(tl.load(x_ptr + offsets, mask=mask), tl.load(shift_ptr + offsets, mask=mask), ARITH)
     tl.store(y_ptr + offsets, e.to(tl.float32), mask=mask)
 
 
 def test_full_softmax_exp_within_its_profile(backend, note):
     """The full kernel's exp(x - max), gap error recovered: within its own profile's c0, no |d| term."""
-    mode = full_softmax.arithmetic(backend.device, log=False, out_dtype=torch.float32)
-    arithmetic = FULL_SOFTMAX_ARITHMETIC[backend.name, full_softmax.arithmetic_name(mode)]
+    arith = full_softmax.arithmetic(backend.device, log=False, out_dtype=torch.float32)
+    arithmetic = FULL_SOFTMAX_ARITHMETIC[backend.name, full_softmax.ARITHMETIC_NAMES[arith]]
     g = generator(4)
     shift = (torch.rand(1 << 15, generator=g) * 80 - 20).float()
     x = (shift - torch.rand(1 << 15, generator=g) * 90).float()  # gaps down to -90, rounded in fp32
     out = torch.empty(x.shape, dtype=torch.float32, device=backend.device)
     full_softmax_exp_probe[(triton.cdiv(x.numel(), BLOCK),)](
-        x.to(backend.device), shift.to(backend.device), out, x.numel(), BLOCK=BLOCK, **mode)
+        x.to(backend.device), shift.to(backend.device), out, x.numel(), BLOCK=BLOCK, ARITH=arith)
     exact = np.exp(x.double().numpy() - shift.double().numpy())  # the exact gap, in float64
     got = out.cpu().double().numpy()
     normal = exact >= FP32.min_normal
