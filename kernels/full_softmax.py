@@ -53,6 +53,7 @@ from .registry import HALF_AND_SINGLE, Capabilities, KernelSpec, register
 #         which bounds half rows: on the H100 a prototype without it (and reusing the
 #         exps) ran bf16 rows of 16384 at 0.99 of a copy, against 0.63 with it.
 
+# Ordered: from PRECISE on, the exps are summed in float64 (ARITH >= PRECISE).
 HALF = tl.constexpr(0)
 FAST = tl.constexpr(1)
 PRECISE = tl.constexpr(2)
