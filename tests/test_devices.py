@@ -183,13 +183,13 @@ def test_npu_launches_fit_the_grid_limit_and_the_unified_buffer(monkeypatch, fre
         assert plan.programs <= 4 * 48
 
 
-def test_a_remembered_launch_serves_only_calls_of_its_layout_and_operation():
+def test_a_remembered_launch_serves_only_calls_of_its_layout_and_operation(backend):
     """full_softmax remembers how it launched a contiguous call; a later call of the same shape with
     other strides, or log_softmax, must be planned afresh, not served that launch."""
-    x = torch.randn(6, 40, generator=torch.Generator().manual_seed(0))
+    x = torch.randn(6, 40, generator=torch.Generator().manual_seed(0)).to(backend.device)
     first = full_softmax.softmax(x)
     assert full_softmax.CONTIGUOUS_CALLS, "the contiguous call was not remembered"
     assert torch.equal(full_softmax.softmax(x), first)
-    columns = torch.randn(40, 6, generator=torch.Generator().manual_seed(1)).t()  # shape (6, 40), column stride 6
+    columns = torch.randn(40, 6, generator=torch.Generator().manual_seed(1)).to(backend.device).t()  # (6, 40), column stride 6
     assert torch.equal(full_softmax.softmax(columns), full_softmax.softmax(columns.contiguous()))
     assert (full_softmax.log_softmax(x) <= 0).all()  # softmax's launch would give values in (0, 1]
