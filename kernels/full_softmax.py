@@ -237,14 +237,20 @@ def contiguous_rows_kernel(y_ptr, x_ptr, n_rows, n_cols, x_row_stride, y_row_str
 
 
 @triton.jit
+def _span_columns(span, n_cols):
+    """The columns [first, last) of the part of a split row that this program takes (program_id(1))."""
+    first = tl.program_id(1) * span
+    return first, tl.minimum(first + span, n_cols)
+
+
+@triton.jit
 def split_stats_kernel(stats_ptr, x_ptr, m_ptr, n_rows, n_cols, span, splits, size1, size2,
                        xs0, xs1, xs2, xsd, ms0, ms1, ms2, msd, BLOCK: tl.constexpr, MASKED: tl.constexpr,
                        ARITH: tl.constexpr):
     """Programs (i, part): for rows i, i + programs, ..., maximum and rescaled sum of its span of the row."""
     part = tl.program_id(1)
+    first, last = _span_columns(span, n_cols)
     cols = tl.arange(0, BLOCK)
-    first = part * span
-    last = tl.minimum(first + span, n_cols)
     for row in tl.range(tl.program_id(0), n_rows, tl.num_programs(0)):
         rows = row + tl.zeros([1], tl.int64)  # one row, as a 1-row tile
         row_ok = rows >= 0
@@ -266,10 +272,8 @@ def split_write_kernel(y_ptr, x_ptr, m_ptr, stats_ptr, n_rows, n_cols, span, siz
                        SPLITS: tl.constexpr, BLOCK: tl.constexpr, LOG: tl.constexpr, MASKED: tl.constexpr,
                        ARITH: tl.constexpr):
     """Programs (i, part): for rows i, i + programs, ..., combine the row's partial sums, then write its span."""
-    part = tl.program_id(1)
+    first, last = _span_columns(span, n_cols)
     cols = tl.arange(0, BLOCK)
-    first = part * span
-    last = tl.minimum(first + span, n_cols)
     for row in tl.range(tl.program_id(0), n_rows, tl.num_programs(0)):
         rows = row + tl.zeros([1], tl.int64)  # one row, as a 1-row tile
         slots = (rows[:, None] * SPLITS + tl.arange(0, SPLITS)[None, :]) * 2
