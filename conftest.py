@@ -19,10 +19,14 @@ database, so ``ci`` then runs with the fixed seed 0 instead: still the same
 examples every run.
 """
 
+import atexit
 import os
+import shutil
+import tempfile
 
 import pytest
 from hypothesis import HealthCheck, Phase, settings
+from hypothesis.configuration import set_hypothesis_home_dir
 from hypothesis.database import DirectoryBasedExampleDatabase
 
 from harness.profiles import active_profile, default_profile
@@ -43,6 +47,17 @@ settings.register_profile("nightly", max_examples=10 * CI_EXAMPLES, database=DAT
 settings.register_profile("mutation", max_examples=12, derandomize=True, database=None,
                           phases=[Phase.explicit, Phase.generate], **common)
 settings.load_profile(default_profile())
+
+# Now and then Hypothesis draws a constant mined from this checkout's own modules, and it
+# caches what it mined in its home directory (.hypothesis/constants), which xdist workers
+# and the suite's sub-runs share.  In a fresh checkout one process can read a cache file
+# that another is still writing, find it empty, and draw other inputs: a derandomised run
+# then no longer draws its baseline's inputs (seen in CI: a gate "regression" of torch's own
+# softmax).  Each process mines for itself, in a home of its own: a few milliseconds.  No
+# profile keeps anything else there (the example database has its own directory).
+HYPOTHESIS_HOME = tempfile.mkdtemp(prefix="softmax-suite-hypothesis-")
+atexit.register(shutil.rmtree, HYPOTHESIS_HOME, ignore_errors=True)
+set_hypothesis_home_dir(HYPOTHESIS_HOME)
 
 
 @pytest.hookimpl(tryfirst=True)
