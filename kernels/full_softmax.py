@@ -34,7 +34,7 @@ from oracles.bounds import PrecisionProfile, Reduction
 from oracles.profiles import FULL_SOFTMAX_ARITHMETIC
 
 from .launch import cache_bytes, compute_units, float64_math, interpreted, require_triton_device
-from .registry import HALF_AND_SINGLE, Capabilities, KernelSpec, register
+from .registry import ALL_INVARIANCES, HALF_AND_SINGLE, Capabilities, KernelSpec, register
 
 # The rounding of x - max, not exp itself, dominates the error of a plain fp32
 # softmax (|x - max| u relative).  Every kernel takes its arithmetic as ARITH:
@@ -147,7 +147,10 @@ def _finish(x, row_max, total, LOG: tl.constexpr, MASKED: tl.constexpr, ARITH: t
         else:
             y = e / total[:, None]
     if MASKED:
-        y = tl.where((row_max == -float("inf"))[:, None], 0.0, y)  # nothing left to attend to
+        # Nothing left to attend to: every kept entry is -inf.  tl.max skips NaN, so a row whose
+        # kept entries are NaN and -inf has a -inf maximum too; its sum is NaN, and so is its output.
+        empty = (row_max == -float("inf")) & (total == total)
+        y = tl.where(empty[:, None], 0.0, y)
     return y.to(tl.float32)  # one rounding; the store rounds once more only for half outputs
 
 
@@ -197,7 +200,10 @@ def _rows(y_ptr, x_ptr, m_ptr, n_rows, n_cols, size1, size2, xs0, xs1, xs2, xsd,
         if not CHUNKED:
             x = _load(x_ptr, m_ptr, x_base, m_base, cols, row_ok, n_cols, xsd, msd, MASKED)
             row_max = tl.max(x, axis=1)
-            total = _sum_exps(x, row_max[:, None], ARITH)
+            # A row of -inf sums exp(x - 0) = 0 rather than NaN, as the online pass does: a NaN
+            # sum then means a NaN entry (which masked softmax must tell from an empty row).
+            shift = tl.where(row_max == -float("inf"), 0.0, row_max)
+            total = _sum_exps(x, shift[:, None], ARITH)
             y = _finish(x, row_max, total, LOG, MASKED, ARITH)
             valid = row_ok[:, None] & (cols < n_cols)[None, :]
             tl.store(y_ptr + y_base[:, None] + cols[None, :] * ysd, y, mask=valid)
@@ -284,7 +290,8 @@ def split_write_kernel(y_ptr, x_ptr, m_ptr, stats_ptr, n_rows, n_cols, span, siz
         row_max = tl.max(maxima, axis=1)
         shift = tl.where(row_max == -float("inf"), 0.0, row_max)
         rescale = _exp_gap(maxima, shift[:, None], ARITH)
-        total = tl.sum(tl.where(maxima == -float("inf"), 0.0, sums * rescale), axis=1)
+        # A span of -inf adds nothing; a span holding NaN (which tl.max skipped) keeps its NaN sum.
+        total = tl.sum(tl.where((maxima == -float("inf")) & (sums == sums), 0.0, sums * rescale), axis=1)
         row_ok = rows >= 0
         x_base = _row_bases(rows, size1, size2, xs0, xs1, xs2)
         y_base = _row_bases(rows, size1, size2, ys0, ys1, ys2)
@@ -429,6 +436,8 @@ CAPABILITIES = Capabilities(
     path_boundaries={"cpu": (INTERPRETER_BLOCK, 2 * INTERPRETER_BLOCK), "npu": (16384,),
                      # one pass -> chunked in fp32 and in half, chunked -> split in fp32
                      "cuda": (GPU_ROW_BYTES // 4, GPU_ROW_BYTES // 2, GPU_CHUNKED_ROW_BYTES // 4)},
+    # The tile, warps and path follow from the row length alone; fp32 sums are float64 on CUDA.
+    promises=ALL_INVARIANCES,
 )
 
 

@@ -111,3 +111,24 @@ def test_fp32_output_of_half_input_within_derived_bound(kernel, backend, note, a
     if not kernel.capabilities.out_dtype:
         pytest.skip(f"{kernel.name} declares no out_dtype")
     run_op(kernel, backend, FP32_OUT, note, accuracy_record)
+
+
+def test_masked_rows_keeping_only_nan_are_nan_on_every_path(kernel, backend):
+    """A row whose kept entries are a NaN and -inf has a -inf maximum, as an empty row has (tl.max skips
+    NaN), but its masked softmax is NaN: at every row length where the kernel changes code path."""
+    if not kernel.capabilities.masked:
+        pytest.skip(f"{kernel.name} declares no masked softmax")
+    caps = kernel.capabilities
+    limit = caps.row_limit(backend.name) or 1 << 20  # three rows: no size cap needed
+    lengths = sorted({n for b in caps.path_boundaries.get(backend.name, ()) for n in (b, b + 1)} | {2})
+    for n in [n for n in lengths if n <= limit]:
+        x = torch.full((3, n), -1.0, device=backend.device)
+        x[:, n // 2] = torch.nan
+        x[2, 0] = -torch.inf
+        keep = torch.zeros(3, n, dtype=torch.bool, device=backend.device)
+        keep[0, n // 2] = True  # only the NaN
+        keep[1] = True  # everything, NaN included
+        keep[2, [0, n // 2]] = True  # a -inf and the NaN
+        replay = f"rows of {n}: {describe_input(x, 1)}"
+        verdict = judge_softmax(kernel, backend.name, x, 1, kernel.masked_softmax(x, keep, 1), mask=keep, replay=replay)
+        assert verdict.ok, verdict.explain()
