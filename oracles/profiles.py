@@ -31,7 +31,13 @@ Figures in ulps of fp32 (fractional: |computed - exact| / ulp(exact)):
   and bf16 both are rounded to the input dtype (0.56 ULP measured).
 * torch on CUDA: ``expf`` (2 ulp, CUDA programming guide), an IEEE division
   or a reciprocal and a product (1.5 ulp covers both), order-free depth.
-* A user's kernel of unknown construction: the loosest of the above.
+* A user's kernel of unknown construction: the loosest of every arithmetic
+  here (:func:`loosest`), in each respect at once: the largest exp, division
+  and log errors, flushing, the loosest conversions, exp stored in the output
+  dtype before the division, the log terms in the output dtype, no recovery
+  of the gap's rounding, fp32 compute, and no claim of monotonicity;
+  tests/test_profiles.py checks, element by element, that its bound is at
+  least every other profile's.
 
 The full-domain kernel (``kernels/full_softmax.py``) computes differently on
 purpose, and has its own arithmetic.  Under the interpreter, and for
@@ -57,7 +63,7 @@ from dataclasses import replace
 import torch
 
 from .bounds import Arithmetic, PrecisionProfile, Reduction
-from .formats import FP64
+from .formats import FP32, FP64
 
 TO_NEAREST = {torch.float16: 0.5, torch.bfloat16: 0.5}
 
@@ -87,14 +93,7 @@ TORCH_CUDA = Arithmetic(
     "torch on CUDA (expf)", exp_ulps=2.0, exp_ulps_per_gap=0.0, div_ulps=1.5, log_ulps=1.0,
     flushes_subnormals=False, downcast_ulps=TO_NEAREST,
 )
-UNKNOWN = Arithmetic(
-    "unknown kernel (loosest known)", exp_ulps=4.0, exp_ulps_per_gap=2.0, div_ulps=3.0,
-    log_ulps=4.0, log_abs=2.0**-20,
-    flushes_subnormals=True,
-)
 
-TRITON_ARITHMETIC = {"cpu": INTERPRETER, "cuda": TRITON_NVIDIA, "npu": TRITON_ASCEND}
-TORCH_ARITHMETIC = {"cpu": TORCH_CPU, "cuda": TORCH_CUDA, "npu": UNKNOWN}
 
 ORDER_FREE = Reduction("sequential")
 
@@ -156,3 +155,36 @@ FULL_SOFTMAX_ARITHMETIC = {
     ("npu", "half"): replace(ASCEND_FAST, name="full_softmax on Ascend, half output (unmeasured, conservative)",
                             exact_gap=False),
 }
+
+
+def loosest(name: str, arithmetics) -> Arithmetic:
+    """An arithmetic no more accurate than any of ``arithmetics`` in any respect, so that the bounds it
+    gives are at least theirs: every error the largest, every unsafe step taken, fp32 compute."""
+    arithmetics = list(arithmetics)
+    dtypes = {dtype for a in arithmetics for dtype in a.downcast_ulps}
+    return Arithmetic(
+        name,
+        exp_ulps=max(a.exp_ulps for a in arithmetics),
+        exp_ulps_per_gap=max(a.exp_ulps_per_gap for a in arithmetics),
+        div_ulps=max(a.div_ulps for a in arithmetics),
+        flushes_subnormals=any(a.flushes_subnormals for a in arithmetics),
+        # A dtype an arithmetic does not list converts toward zero (1 ulp): never below that.
+        downcast_ulps={d: max(1.0, *(a.downcast_ulps.get(d, 1.0) for a in arithmetics)) for d in dtypes},
+        subnormal_downcast_unreliable=frozenset().union(*(a.subnormal_downcast_unreliable for a in arithmetics)),
+        exp_rounded_to_output=True,
+        log_ulps=max(a.log_ulps for a in arithmetics),
+        log_abs=max(a.log_abs for a in arithmetics),
+        log_terms_in_output=True,
+        exact_gap=False,
+        log_result_ulps=max(a.log_result_ulps for a in arithmetics),
+        compute=FP32,
+        known_construction=False,
+    )
+
+
+UNKNOWN = loosest("unknown kernel (loosest known)", [
+    INTERPRETER, TRITON_NVIDIA, TRITON_ASCEND, TORCH_CPU, TORCH_CPU_OTHER_DIMS, TORCH_CUDA,
+    *FULL_SOFTMAX_ARITHMETIC.values()])
+
+TRITON_ARITHMETIC = {"cpu": INTERPRETER, "cuda": TRITON_NVIDIA, "npu": TRITON_ASCEND}
+TORCH_ARITHMETIC = {"cpu": TORCH_CPU, "cuda": TORCH_CUDA, "npu": UNKNOWN}
