@@ -8,6 +8,7 @@ Each hook does one job:
 * ``pytest_report_header``: what ran where, with versions;
 * ``pytest_xdist_auto_num_workers``: ``-n auto`` on GPUs and NPUs counts devices;
 * ``pytest_generate_tests``: one test per kernel for tests that take ``kernel``;
+* fixtures ``backend``, ``note`` and ``invariance``;
 * ``pytest_terminal_summary``: figures that tests report with the ``note``
   fixture (they travel on test reports, see :mod:`harness.payload`).
 
@@ -27,6 +28,7 @@ import torch
 
 from . import payload, pinning
 from .backend import CHOICES, Backend, BackendError, activate, resolve_name, runtime
+from .invariance import Invariance
 
 BACKEND = pytest.StashKey[Backend]()
 KERNELS = pytest.StashKey[list]()
@@ -113,6 +115,17 @@ def note(request: pytest.FixtureRequest):
         payload.add(request.node, NOTES, f"{request.node.nodeid}: {text}")
 
     return record
+
+
+@pytest.fixture
+def invariance(kernel, backend: Backend, request: pytest.FixtureRequest):
+    """``with invariance("batch") as batch: ... batch.check(a, b, what)``: measure one of the kernel's
+    bitwise invariances, failing only if the kernel promised it on this backend."""
+
+    def measure(name: str) -> Invariance:
+        return Invariance(request.node, kernel.name, name, name in kernel.capabilities.promised(backend.name))
+
+    return measure
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:

@@ -20,7 +20,7 @@ import triton.language as tl
 from oracles.profiles import triton_block_profile
 
 from .launch import compute_units, require_triton_device
-from .registry import HALF_AND_SINGLE, Capabilities, KernelSpec, register
+from .registry import ALL_INVARIANCES, HALF_AND_SINGLE, Capabilities, KernelSpec, register
 
 
 @triton.jit
@@ -59,6 +59,7 @@ CAPABILITIES = Capabilities(
     # the 192 KB unified buffer.
     max_row_length={"cpu": tl.TRITON_MAX_TENSOR_NUMEL, "cuda": 1 << 17, "npu": 1 << 14},
     max_offset=2**31 - 1,  # row_idx * input_row_stride is 32-bit arithmetic
+    promises=ALL_INVARIANCES,  # one program a row, one block: nothing depends on the other rows
 )
 
 

@@ -19,7 +19,7 @@ import triton.language as tl
 from oracles.profiles import triton_block_profile
 
 from .launch import compute_units, require_triton_device
-from .registry import HALF_AND_SINGLE, Capabilities, KernelSpec, register
+from .registry import ALL_INVARIANCES, HALF_AND_SINGLE, Capabilities, KernelSpec, register
 
 # Mutation codes: constexpr globals, which @triton.jit code may read.
 CORRECT = tl.constexpr(0)
@@ -109,6 +109,7 @@ CAPABILITIES = Capabilities(
     ranks=frozenset({2}),
     last_dim_only=True,
     max_row_length={"cpu": tl.TRITON_MAX_TENSOR_NUMEL, "cuda": 1 << 17, "npu": 1 << 14},  # as the documents' kernel
+    promises=ALL_INVARIANCES,
 )
 
 

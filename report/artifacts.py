@@ -11,6 +11,7 @@ import matplotlib
 matplotlib.use("Agg")  # files only, no display
 import matplotlib.pyplot as plt  # noqa: E402
 
+from . import invariances as invariance_table  # noqa: E402
 from .summary import ULP_BUCKETS  # noqa: E402
 
 SCHEMA_VERSION = 1
@@ -33,15 +34,17 @@ def category_rows(groups: dict) -> list[tuple]:
     return rows
 
 
-def write_json(directory: Path, run: dict, categories: dict, records: list, missing: list) -> Path:
+def write_json(directory: Path, run: dict, categories: dict, records: list, missing: list,
+               invariances: dict) -> Path:
     path = directory / "accuracy.json"
     document = {"schema_version": SCHEMA_VERSION, "run": run, "categories": categories,
-                "missing_records": missing, "records": records}
+                "invariances": invariances, "missing_records": missing, "records": records}
     path.write_text(json.dumps(document, indent=1, sort_keys=True) + "\n")
     return path
 
 
-def write_markdown(directory: Path, run: dict, categories: dict, missing: list, gate: list[str]) -> Path:
+def write_markdown(directory: Path, run: dict, categories: dict, missing: list, gate: list[str],
+                   invariances: dict) -> Path:
     lines = ["# Softmax accuracy report", "",
              f"{run['backend']} on {run['device']}; profile `{run['profile']}`; commit `{run['git_commit']}`; "
              f"{run['started']}", "",
@@ -50,6 +53,12 @@ def write_markdown(directory: Path, run: dict, categories: dict, missing: list, 
         lines += [f"## {kernel}", "", "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
         lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in category_rows(groups)]
         lines.append("")
+    if invariances:
+        table = invariance_table.rows(invariances)
+        lines += ["## Bitwise invariances", "", "Only a broken promise fails a test.", "",
+                  "| " + " | ".join(table[0]) + " |", "|" + "---|" * len(table[0])]
+        lines += ["| " + " | ".join(row) + " |" for row in table[1:]]
+        lines += [""] + [f"- {line}" for line in invariance_table.counterexamples(invariances)] + [""]
     if missing:
         lines += ["## Tests without a record", ""] + [f"- `{test}`" for test in missing] + [""]
     if gate:
@@ -109,7 +118,7 @@ def plot_scatter(directory: Path, records: list, name: str, x, y, xlabel: str, y
 
 
 def write_html(directory: Path, run: dict, categories: dict, missing: list, gate: list[str],
-               images: list[Path]) -> Path:
+               images: list[Path], invariances: dict) -> Path:
     esc = html.escape
     parts = [
         "<!doctype html><html><head><meta charset='utf-8'><title>Softmax accuracy report</title>",
@@ -128,6 +137,15 @@ def write_html(directory: Path, run: dict, categories: dict, missing: list, gate
             css = " class='bad'" if row[7] else ""
             parts.append(f"<tr{css}>" + "".join(f"<td>{esc(str(cell))}</td>" for cell in row) + "</tr>")
         parts.append("</table>")
+    if invariances:
+        header, *body = invariance_table.rows(invariances)
+        parts.append("<h2>Bitwise invariances</h2><p>Only a broken promise fails a test.</p><table><tr>"
+                     + "".join(f"<th>{esc(c)}</th>" for c in header) + "</tr>")
+        for row in body:
+            parts.append("<tr>" + "".join(f"<td{' class=bad' if 'BROKEN' in c else ''}>{esc(c)}</td>" for c in row)
+                         + "</tr>")
+        parts.append("</table><ul>" + "".join(f"<li>{esc(line)}</li>"
+                                               for line in invariance_table.counterexamples(invariances)) + "</ul>")
     if missing:
         parts.append("<h2>Tests without a record</h2><ul>" + "".join(f"<li><code>{esc(t)}</code></li>"
                                                                       for t in missing) + "</ul>")
@@ -141,7 +159,7 @@ def write_html(directory: Path, run: dict, categories: dict, missing: list, gate
 
 
 def write_all(directory: Path, run: dict, categories: dict, records: list, missing: list,
-              gate: list[str]) -> list[Path]:
+              gate: list[str], invariances: dict) -> list[Path]:
     directory.mkdir(parents=True, exist_ok=True)
     images = []
     if records:
@@ -154,7 +172,7 @@ def write_all(directory: Path, run: dict, categories: dict, records: list, missi
                          lambda r: r["kernel_errors"]["max_ulp"], "torch.softmax max ULP (same input)",
                          "kernel max ULP", "Kernel against torch, per input", diagonal=True),
         ]
-    return [write_json(directory, run, categories, records, missing),
-            write_markdown(directory, run, categories, missing, gate),
+    return [write_json(directory, run, categories, records, missing, invariances),
+            write_markdown(directory, run, categories, missing, gate, invariances),
             *images,
-            write_html(directory, run, categories, missing, gate, images)]
+            write_html(directory, run, categories, missing, gate, images, invariances)]

@@ -7,6 +7,8 @@ fails the gate when its max ULP grows by more than max(1 ULP, 10 %), its mean
 ULP by more than max(0.05 ULP, 10 %), or it disappears from a kernel that
 ran.  The slack absorbs CPUs whose vector math differs (numpy's exp on AVX2
 and AVX-512, say); on one machine two derandomised runs agree exactly.
+A baseline also keeps, per kernel, which bitwise invariances held
+(``report.invariances``): a kernel that loses one fails the gate, promised or not.
 
 A missing, unreadable or malformed baseline is an error, never a pass.
 """
@@ -57,13 +59,17 @@ def load(path: Path, backend: str) -> dict:
             for key, stats in groups.items():
                 if not (isinstance(stats, dict) and all(isinstance(stats.get(m), (int, float)) for m in SLACK)):
                     problems.append(f"{kernel} / {key}: needs numbers for {', '.join(SLACK)}")
+    held = data.get("invariances", {})
+    if not (isinstance(held, dict) and all(isinstance(cells, dict) and all(isinstance(v, bool) for v in cells.values())
+                                           for cells in held.values())):
+        problems.append("invariances must map kernel -> invariance -> true/false")
     if problems:
         raise BaselineError(f"baseline {path} is malformed: " + "; ".join(problems))
     return data
 
 
-def build(categories: dict, *, backend: str, profile: str, run: dict) -> dict:
-    """A baseline from this run's categories (kernel -> category -> statistics)."""
+def build(categories: dict, *, backend: str, profile: str, run: dict, invariances: dict | None = None) -> dict:
+    """A baseline from this run's categories (kernel -> category -> statistics) and invariances held."""
     return {
         "schema_version": SCHEMA_VERSION,
         "backend": backend,
@@ -76,6 +82,7 @@ def build(categories: dict, *, backend: str, profile: str, run: dict) -> dict:
                      for key, stats in groups.items()}
             for kernel, groups in categories.items()
         },
+        "invariances": invariances or {},
     }
 
 
@@ -104,11 +111,11 @@ class Finding:
     metric: str
     baseline: float | None
     now: float | None
-    verdict: str  # "regressed", "disappeared", "improved", "new"
+    verdict: str  # "regressed", "disappeared", "lost", "improved", "new", "gained"
 
     @property
     def fails(self) -> bool:
-        return self.verdict in ("regressed", "disappeared")
+        return self.verdict in ("regressed", "disappeared", "lost")
 
 
 def allowed(metric: str, old: float) -> float:
@@ -133,6 +140,20 @@ def compare(baseline_kernels: dict, categories: dict) -> list[Finding]:
                     findings.append(Finding(kernel, key, metric, old[metric], value, "improved"))
         for key in sorted(set(now_groups) - set(old_groups)):
             findings.append(Finding(kernel, key, "records", None, now_groups[key]["records"], "new"))
+    return findings
+
+
+def compare_invariances(baseline_held: dict, held: dict) -> list[Finding]:
+    """An invariance that held in the baseline and broke now is lost; one broken there that holds now, gained.
+    Only what this run measured is judged."""
+    findings = []
+    for kernel, now in sorted(held.items()):
+        for name, holds in sorted(now.items()):
+            before = baseline_held.get(kernel, {}).get(name)
+            if before is True and not holds:
+                findings.append(Finding(kernel, f"invariance: {name}", "held", None, None, "lost"))
+            elif before is False and holds:
+                findings.append(Finding(kernel, f"invariance: {name}", "held", None, None, "gained"))
     return findings
 
 

@@ -27,7 +27,7 @@ from harness import payload
 from harness.plugin import BACKEND
 from harness.profiles import active_profile
 
-from . import artifacts, baseline
+from . import artifacts, baseline, invariances
 from .artifacts import shown
 from .summary import categorize
 
@@ -143,6 +143,8 @@ class Gatherer:
         self.recorded: set[str] = set()
         self.skipped: set[str] = set()
         self.categories: dict = {}
+        self.invariance_entries: list[dict] = []
+        self.invariances: dict = {}  # kernel -> invariance -> {promised, held, counterexample}
         self.findings: list[baseline.Finding] = []
         self.unjudged: dict[str, str] = {}  # kernel -> why the gate cannot judge it on this machine
         self.written: list[Path] = []
@@ -154,6 +156,7 @@ class Gatherer:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.when == "setup" and getattr(report, EXPECTS, False):
             self.expected.add(report.nodeid)
+        self.invariance_entries.extend(payload.of(report, invariances.INVARIANCE))
         records = payload.of(report, RECORDS)
         if records:
             self.recorded.add(report.nodeid)
@@ -165,11 +168,14 @@ class Gatherer:
         config = self.config
         self.records.sort(key=lambda r: (r["test"], r["example"]))
         self.categories = categorize(self.records)
+        self.invariances = invariances.combine(self.invariance_entries)
+        held = invariances.held(self.invariances)
         path = baseline_path(config)
         directory = config.getoption("accuracy_report")
         run = run_metadata(config) if (path or directory) else {}
         if path is not None and config.getoption("update_baseline"):
-            built = baseline.build(self.categories, backend=run["backend"], profile=run["profile"], run=run)
+            built = baseline.build(self.categories, backend=run["backend"], profile=run["profile"], run=run,
+                                   invariances=held)
             baseline.write(path, built)
             self.written.append(path)
         elif path is not None:
@@ -177,12 +183,14 @@ class Gatherer:
             self.unjudged = baseline.machine_bound(reference, run)
             judged = {kernel: groups for kernel, groups in self.categories.items() if kernel not in self.unjudged}
             self.findings = baseline.compare(reference["kernels"], judged)
+            self.findings += baseline.compare_invariances(
+                reference.get("invariances", {}), {k: v for k, v in held.items() if k not in self.unjudged})
             if any(f.fails for f in self.findings) and session.exitstatus == pytest.ExitCode.OK:
                 session.exitstatus = pytest.ExitCode.TESTS_FAILED
         if directory:
             gate = baseline.table(self.findings, only_failures=False)
             self.written += artifacts.write_all(Path(directory), run, self.categories, self.records,
-                                                self.missing, gate)
+                                                self.missing, gate, self.invariances)
 
     def pytest_terminal_summary(self, terminalreporter, exitstatus: int, config: pytest.Config) -> None:
         write = terminalreporter.write_line
@@ -197,6 +205,10 @@ class Gatherer:
                     write(fmt.format(kernel[:16], key, stats["records"], shown(k["max_ulp"], ".0f"),
                                      shown(k["mean_ulp"], ".3f"), shown(k["correctly_rounded"], ".1f", 100),
                                      shown(t["max_ulp"], ".0f"), shown(t["mean_ulp"], ".3f")))
+        if self.invariances:
+            terminalreporter.write_sep("-", "bitwise invariances per kernel (only a broken promise fails)")
+            for line in invariances.text_table(self.invariances) + invariances.counterexamples(self.invariances):
+                write(line)
         if self.missing:
             terminalreporter.write_sep("-", f"{len(self.missing)} test(s) expected to record accuracy left no record")
             for test in self.missing:

@@ -4,6 +4,12 @@ Bitwise where the algorithm makes it exact (shift invariance, batch invariance,
 determinism, equal inputs), otherwise within the derived bounds (permutation,
 dim equivalence, row sums).  Each property is its own test so that a caught bug
 names the property it broke.
+
+The bitwise invariances are promises (``kernels.registry.INVARIANCES``): each
+test measures its invariance on every kernel, fails a kernel that promised it
+and broke it, and otherwise records whether it held; the end of the run shows
+the table kernel x invariance (``report.plugin``) and the baseline remembers
+which held, so a kernel that loses one fails the gate.
 """
 
 import math
@@ -25,17 +31,10 @@ LOGITS_ULPS_APART = Case(shape=(17623, 4), dim=0, dtype=torch.float32, values=Va
                          layout=Layout(order=(0, 1), steps=(1, 1), pad=0, offset=0, expanded=()),
                          specials=Specials(neg_inf=0.0, neg_inf_rows=0.0, pos_inf=0.0, nan=0.0), mask=None, seed=0)
 
-
-def bits(t: torch.Tensor) -> torch.Tensor:
-    return t.detach().cpu().contiguous().view({2: torch.int16, 4: torch.int32, 8: torch.int64}[t.element_size()])
-
-
-def assert_bitwise_equal(a: torch.Tensor, b: torch.Tensor, what: str) -> None:
-    differ = bits(a) != bits(b)
-    if differ.any():
-        first = tuple(int(i) for i in differ.nonzero()[0])
-        raise AssertionError(f"{what}: {int(differ.sum())} of {differ.numel()} elements differ, first at {first}: "
-                             f"{float(a.cpu()[first])!r} vs {float(b.cpu()[first])!r}")
+# torch's CUDA softmax, fp16: this row alone and at position 1 of 3 rows took different vectorised
+# paths (the rows are misaligned) and 6 of 13635 elements differed (nightly H100 run).  torch does not
+# promise batch invariance there; the suite must record it broken, not fail.
+MISALIGNED_HALF_ROW = Case(shape=(13635,), dim=0, dtype=torch.float16, values=Values(kind="normal", scale=0.01), seed=0)
 
 
 def make(kernel, backend, case: Case) -> torch.Tensor:
@@ -85,18 +84,21 @@ def exact_shift(x: torch.Tensor) -> float | None:
     return None
 
 
-def test_shift_invariance_is_bitwise(kernel, backend):
-    @given(case=input_space(kernel, backend))
-    @catalog_examples
-    def check(case):
-        x = make(kernel, backend, case)
-        c = exact_shift(x)
-        assume(c is not None)
-        shifted = (x.cpu().double() + c).to(x.dtype).to(x.device)  # exact for finite entries; -inf, +inf, NaN stay
-        assert_bitwise_equal(kernel.softmax(shifted, case.dim), kernel.softmax(x, case.dim),
-                             f"softmax(x + {c!r}) vs softmax(x) for {case!r}")
+def test_shift_invariance_is_bitwise(kernel, backend, invariance):
+    with invariance("shift") as shift:
+        @given(case=input_space(kernel, backend))
+        @catalog_examples
+        def check(case):
+            if shift.broken:
+                return
+            x = make(kernel, backend, case)
+            c = exact_shift(x)
+            assume(c is not None)
+            shifted = (x.cpu().double() + c).to(x.dtype).to(x.device)  # exact for finite entries; -inf, +inf, NaN stay
+            shift.check(kernel.softmax(shifted, case.dim), kernel.softmax(x, case.dim),
+                        f"softmax(x + {c!r}) vs softmax(x) for {case!r}")
 
-    check()
+        check()
 
 
 def test_permutation_equivariance(kernel, backend):
@@ -124,38 +126,46 @@ def within_each_others_bounds(kernel, backend, x, dim, a, b) -> None:
 
 
 @pytest.mark.parametrize("batch", BATCH_SIZES)
-def test_batch_invariance_is_bitwise(kernel, backend, batch):
+def test_batch_invariance_is_bitwise(kernel, backend, batch, invariance):
     if not rows_kernel_applies(kernel):
         pytest.skip(f"{kernel.name} takes no 2-D input")
 
-    @given(case=input_space(kernel, backend), where=st.sampled_from(["first", "middle", "last"]),
-           seed=st.integers(0, 2**16))
-    def check(case, where, seed):
-        x = make(kernel, backend, case)
-        rows = as_rows(x, case.dim).to(backend.device)
-        assume(rows.shape[0] > 0 and rows.shape[1] > 0)
-        others = (torch.randn(batch, rows.shape[1], generator=torch.Generator().manual_seed(seed)) * 4)
-        others = others.to(rows.dtype).to(backend.device)
-        at = {"first": 0, "middle": batch // 2, "last": batch}[where]
-        for r in {0, rows.shape[0] - 1}:
-            alone = kernel.softmax(rows[r:r + 1], -1)[0]
-            inside = kernel.softmax(torch.cat([others[:at], rows[r:r + 1], others[at:]]), -1)[at]
-            assert_bitwise_equal(inside, alone, f"row {r} of {case!r} alone vs at position {at} of {batch + 1} rows")
+    with invariance("batch") as invariant:
+        @given(case=input_space(kernel, backend), where=st.sampled_from(["first", "middle", "last"]),
+               seed=st.integers(0, 2**16))
+        def check(case, where, seed):
+            if invariant.broken:
+                return
+            x = make(kernel, backend, case)
+            rows = as_rows(x, case.dim).to(backend.device)
+            assume(rows.shape[0] > 0 and rows.shape[1] > 0)
+            others = (torch.randn(batch, rows.shape[1], generator=torch.Generator().manual_seed(seed)) * 4)
+            others = others.to(rows.dtype).to(backend.device)
+            at = {"first": 0, "middle": batch // 2, "last": batch}[where]
+            for r in {0, rows.shape[0] - 1}:
+                alone = kernel.softmax(rows[r:r + 1], -1)[0]
+                inside = kernel.softmax(torch.cat([others[:at], rows[r:r + 1], others[at:]]), -1)[at]
+                invariant.check(inside, alone, f"row {r} of {case!r} alone vs at position {at} of {batch + 1} rows")
 
-    for case in CATALOG.values():
-        if case.mask is None:
-            check = example(case=case, where="middle", seed=0)(check)
-    check()
+        for case in CATALOG.values():
+            if case.mask is None:
+                check = example(case=case, where="middle", seed=0)(check)
+        if batch == 2:
+            check = example(case=MISALIGNED_HALF_ROW, where="middle", seed=0)(check)
+        check()
 
 
-def test_run_to_run_determinism_is_bitwise(kernel, backend):
-    @given(case=input_space(kernel, backend))
-    @catalog_examples
-    def check(case):
-        x = make(kernel, backend, case)
-        assert_bitwise_equal(kernel.softmax(x, case.dim), kernel.softmax(x, case.dim), f"two runs of {case!r}")
+def test_run_to_run_determinism_is_bitwise(kernel, backend, invariance):
+    with invariance("determinism") as determinism:
+        @given(case=input_space(kernel, backend))
+        @catalog_examples
+        def check(case):
+            if determinism.broken:
+                return
+            x = make(kernel, backend, case)
+            determinism.check(kernel.softmax(x, case.dim), kernel.softmax(x, case.dim), f"two runs of {case!r}")
 
-    check()
+        check()
 
 
 def test_outputs_lie_in_the_unit_interval_and_rows_sum_to_one(kernel, backend):
@@ -177,32 +187,35 @@ def test_outputs_lie_in_the_unit_interval_and_rows_sum_to_one(kernel, backend):
     check()
 
 
-def test_monotonicity_within_rows(kernel, backend):
+def test_monotonicity_within_rows(kernel, backend, invariance):
     """x_i <= x_j implies y_i <= y_j: exactly where the kernel's arithmetic is monotone by construction,
-    else within the two elements' derived bounds; equal logits always give equal outputs."""
-    @given(case=input_space(kernel, backend))
-    @catalog_examples
-    @example(case=LOGITS_ULPS_APART)
-    def check(case):
-        x = make(kernel, backend, case)
-        y = kernel.softmax(x, case.dim)
-        inputs, outputs = as_rows(x, case.dim).double(), as_rows(y, case.dim).double()
-        slack = torch.zeros_like(outputs)
-        if not kernel.precision(backend.name, x, case.dim).arithmetic.monotone(y.dtype):
-            verdict = judge(kernel, backend, x, case.dim, y)
-            slack = torch.from_numpy(allowed_errors(verdict))
-        for xs, ys, room in zip(inputs, outputs, slack):
-            if torch.isnan(xs).any() or torch.isposinf(xs).any() or torch.isneginf(xs).all():
-                continue
-            order = torch.argsort(xs, stable=True)
-            xs, ys, room = xs[order], ys[order], room[order]
-            rises = ys[1:] < ys[:-1] - (room[1:] + room[:-1])
-            assert not rises.any(), f"x {xs[:-1][rises][0].item()!r} <= {xs[1:][rises][0].item()!r} but softmax " \
-                                    f"{ys[:-1][rises][0].item()!r} > {ys[1:][rises][0].item()!r}, {case!r}"
-            ties = xs[1:] == xs[:-1]
-            assert torch.equal(ys[1:][ties], ys[:-1][ties]), f"equal logits, unequal softmax, {case!r}"
+    else within the two elements' derived bounds.  Equal logits giving equal outputs (ties) is an
+    invariance, measured here on the same rows."""
+    with invariance("ties") as ties:
+        @given(case=input_space(kernel, backend))
+        @catalog_examples
+        @example(case=LOGITS_ULPS_APART)
+        def check(case):
+            x = make(kernel, backend, case)
+            y = kernel.softmax(x, case.dim)
+            inputs, outputs = as_rows(x, case.dim).double(), as_rows(y, case.dim).double()
+            slack = torch.zeros_like(outputs)
+            if not kernel.precision(backend.name, x, case.dim).arithmetic.monotone(y.dtype):
+                verdict = judge(kernel, backend, x, case.dim, y)
+                slack = torch.from_numpy(allowed_errors(verdict))
+            for xs, ys, room in zip(inputs, outputs, slack):
+                if torch.isnan(xs).any() or torch.isposinf(xs).any() or torch.isneginf(xs).all():
+                    continue
+                order = torch.argsort(xs, stable=True)
+                xs, ys, room = xs[order], ys[order], room[order]
+                rises = ys[1:] < ys[:-1] - (room[1:] + room[:-1])
+                assert not rises.any(), f"x {xs[:-1][rises][0].item()!r} <= {xs[1:][rises][0].item()!r} but " \
+                                        f"softmax {ys[:-1][rises][0].item()!r} > {ys[1:][rises][0].item()!r}, {case!r}"
+                tied = xs[1:] == xs[:-1]
+                if not ties.broken:
+                    ties.check(ys[1:][tied], ys[:-1][tied], f"equal logits, unequal softmax, {case!r}")
 
-    check()
+        check()
 
 
 def test_dim_equivalence(kernel, backend):

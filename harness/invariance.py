@@ -1,0 +1,65 @@
+"""Measuring a bitwise invariance: a promise must hold, anything else is only recorded.
+
+Kernels promise invariances in their capabilities (``kernels.registry.INVARIANCES``).
+A test measures one with :class:`Invariance` (the ``invariance`` fixture of
+:mod:`harness.plugin` makes them): a promised invariance fails the test at its
+first counterexample, which Hypothesis then shrinks; one not promised keeps its
+first counterexample and is measured no further.  Either way the verdict rides
+on the test's report (:mod:`harness.payload`) to the table of
+:mod:`report.invariances`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+import torch
+
+from . import payload
+
+INVARIANCE = "invariance"  # the payload kind
+
+
+def bits(t: torch.Tensor) -> torch.Tensor:
+    return t.detach().cpu().contiguous().view({2: torch.int16, 4: torch.int32, 8: torch.int64}[t.element_size()])
+
+
+def bitwise_difference(a: torch.Tensor, b: torch.Tensor, what: str) -> str | None:
+    """None when a and b are equal bit for bit, else what differs."""
+    differ = bits(a) != bits(b)
+    if not differ.any():
+        return None
+    first = tuple(int(i) for i in differ.nonzero()[0])
+    return (f"{what}: {int(differ.sum())} of {differ.numel()} elements differ, first at {first}: "
+            f"{float(a.cpu()[first])!r} vs {float(b.cpu()[first])!r}")
+
+
+@dataclass
+class Invariance:
+    """One bitwise invariance of one kernel over a test's examples; a context manager around them."""
+
+    item: pytest.Item
+    kernel: str
+    name: str
+    promised: bool
+    broken: str | None = None  # the first counterexample
+
+    def check(self, a: torch.Tensor, b: torch.Tensor, what: str) -> None:
+        difference = bitwise_difference(a, b, what)
+        if difference is None:
+            return
+        self.broken = self.broken or difference
+        if self.promised:
+            raise AssertionError(f"{self.kernel} promises {self.name} invariance: {difference}")
+
+    def __enter__(self) -> Invariance:
+        return self
+
+    def __exit__(self, kind, error, traceback) -> bool:
+        # Held, or broken (a broken promise's error goes on); after any other error nothing is known.
+        if kind is None or self.broken is not None:
+            payload.add(self.item, INVARIANCE, {"kernel": self.kernel, "property": self.name,
+                                                "promised": self.promised, "held": self.broken is None,
+                                                "counterexample": self.broken})
+        return False

@@ -1,0 +1,118 @@
+"""Invariances are promises: measured on every kernel, failing only where promised, remembered by the gate."""
+
+import json
+import types
+
+import pytest
+import torch
+
+from harness import payload
+from harness.invariance import INVARIANCE, Invariance
+from kernels.registry import TORCH_CONTRACT, Capabilities, resolve
+from report import baseline, invariances
+
+BATCH_DEPENDENT = "tests.scenarios.batch_dependent:softmax"
+BATCH_TESTS = ("tests/test_metamorphic.py", "-k", "batch_invariance and not 64", "--hypothesis-profile", "mutation")
+
+
+@pytest.fixture
+def item():
+    """A stand-in test item: what it records stays out of this run's own table."""
+    return types.SimpleNamespace(stash=pytest.Stash())
+
+
+def entries(item) -> list[dict]:
+    return item.stash.get(payload.PAYLOAD, {}).get(INVARIANCE, [])
+
+
+def test_a_promise_broken_fails_and_is_recorded(item):
+    with pytest.raises(AssertionError, match="k promises batch invariance: alone vs inside: 1 of 2 elements differ"):
+        with Invariance(item, "k", "batch", promised=True) as batch:
+            batch.check(torch.tensor([1.0, 2.0]), torch.tensor([1.0, 2.5]), "alone vs inside")
+    assert entries(item) == [{"kernel": "k", "property": "batch", "promised": True, "held": False,
+                                      "counterexample": "alone vs inside: 1 of 2 elements differ, first at (1,): "
+                                                        "2.0 vs 2.5"}]
+
+
+def test_an_invariance_not_promised_is_only_recorded(item):
+    with Invariance(item, "k", "shift", promised=False) as shift:
+        shift.check(torch.tensor([0.0]), torch.tensor([-0.0]), "first")  # bitwise: the signs of zero differ
+        shift.check(torch.tensor([1.0]), torch.tensor([2.0]), "second")
+    with Invariance(item, "k", "ties", promised=False) as ties:
+        ties.check(torch.tensor([1.0]), torch.tensor([1.0]), "equal")
+    recorded = entries(item)
+    assert [(e["property"], e["held"]) for e in recorded] == [("shift", False), ("ties", True)]
+    assert recorded[0]["counterexample"].startswith("first:")
+
+
+def test_nothing_is_recorded_when_the_test_errs_for_another_reason(item):
+    with pytest.raises(ZeroDivisionError):
+        with Invariance(item, "k", "determinism", promised=True):
+            1 / 0
+    assert entries(item) == []
+
+
+def test_the_table_combines_tests_and_says_what_was_promised():
+    table = invariances.combine([
+        {"kernel": "k", "property": "batch", "promised": False, "held": True, "counterexample": None},
+        {"kernel": "k", "property": "batch", "promised": False, "held": False, "counterexample": "row 0"},
+        {"kernel": "k", "property": "shift", "promised": True, "held": True, "counterexample": None},
+        {"kernel": "t", "property": "ties", "promised": True, "held": False, "counterexample": "equal logits"},
+    ])
+    assert invariances.rows(table) == [("kernel", "batch", "shift", "ties"),
+                                       ("k", "broken, not promised", "held", "not measured"),
+                                       ("t", "not measured", "not measured", "BROKEN (promised)")]
+    assert invariances.held(table) == {"k": {"batch": False, "shift": True}, "t": {"ties": False}}
+    assert invariances.counterexamples(table) == ["k / batch: row 0", "t / ties: equal logits"]
+
+
+def test_the_gate_fails_only_an_invariance_lost():
+    findings = baseline.compare_invariances({"k": {"batch": True, "shift": False}, "gone": {"ties": True}},
+                                            {"k": {"batch": False, "shift": True, "ties": False}})
+    assert [(f.kernel, f.category, f.verdict, f.fails) for f in findings] == [
+        ("k", "invariance: batch", "lost", True), ("k", "invariance: shift", "gained", False)]
+
+
+def test_a_baseline_with_malformed_invariances_is_refused(tmp_path):
+    path = tmp_path / "b.json"
+    good = baseline.build({"k": {}}, backend="cpu", profile="ci", run={}, invariances={"k": {"batch": True}})
+    good["kernels"] = {"k": {"softmax/float32/normal": {"max_ulp": 1, "mean_ulp": 0.1, "records": 1}}}
+    baseline.write(path, good)
+    assert baseline.load(path, "cpu")["invariances"] == {"k": {"batch": True}}
+    path.write_text(json.dumps({**good, "invariances": {"k": {"batch": "yes"}}}))
+    with pytest.raises(baseline.BaselineError, match="invariances must map"):
+        baseline.load(path, "cpu")
+
+
+def test_promises_are_declared_per_device_and_checked():
+    assert "batch" in TORCH_CONTRACT.promised("cpu") and "batch" not in TORCH_CONTRACT.promised("cuda")
+    assert TORCH_CONTRACT.promised("npu") == frozenset()  # nothing measured there
+    assert resolve(BATCH_DEPENDENT).capabilities.promised("cpu") == frozenset()
+    assert resolve("tests.scenarios.batch_dependent:promising_softmax").capabilities.promised("cuda") == {"batch"}
+    with pytest.raises(ValueError, match="unknown invariance.*'batchy'"):
+        Capabilities(promises=frozenset({"batchy"}))
+
+
+def test_a_correct_kernel_breaking_an_invariance_it_does_not_promise_passes(run_pytest):
+    result = run_pytest(*BATCH_TESTS, "--kernel", BATCH_DEPENDENT, "--kernel", "tests.scenarios.batch_dependent:"
+                        "promising_softmax")
+    lines = result.stdout.splitlines()
+    row = next(line for line in lines if line.startswith(BATCH_DEPENDENT + " "))
+    promising = next(line for line in lines if line.startswith("tests.scenarios.batch_dependent:promising_softmax "))
+    assert "broken, not promised" in row and "BROKEN (promised)" in promising, result.stdout[-3000:]
+    assert "passed" in result.stdout and "[tests.scenarios.batch_dependent:softmax-" not in \
+        "\n".join(line for line in lines if line.startswith("FAILED")), result.stdout[-3000:]
+    assert result.returncode == pytest.ExitCode.TESTS_FAILED  # the promising kernel fails
+
+
+def test_the_gate_fails_a_kernel_that_loses_an_invariance_it_had(run_pytest, tmp_path):
+    made = tmp_path / "baseline.json"
+    result = run_pytest(*BATCH_TESTS, "--kernel", BATCH_DEPENDENT, "--accuracy-baseline", str(made),
+                        "--update-baseline", SOFTMAX_SUITE_PLANT_LOSS="1")
+    document = json.loads(made.read_text())
+    assert result.returncode == 0 and document["invariances"] == {BATCH_DEPENDENT: {"batch": True}}, result.stdout[-2000:]
+    document["kernels"] = {BATCH_DEPENDENT: {}}
+    made.write_text(json.dumps(document))
+    gated = run_pytest(*BATCH_TESTS, "--kernel", BATCH_DEPENDENT, "--accuracy-baseline", str(made))
+    assert gated.returncode == pytest.ExitCode.TESTS_FAILED, gated.stdout[-3000:]
+    assert "invariance: batch" in gated.stdout and "lost" in gated.stdout
