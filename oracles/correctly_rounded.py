@@ -10,18 +10,35 @@ Tier 1, vectorised float64 with a rigorous error bound per element (u = 2^-53):
   each: e^_i = e_i (1 + eps_i), |eps_i| <= eps_e.
 * S^ = math.fsum(e^): correctly rounded, so S^ = S (1 + s), |s| <= eps_e + u + eps_e u.
 * y^_j = fl(e^_j / S^): relative error at most (1+eps_e)(1+u)/((1-eps_e)(1-u)) - 1.
-* log_softmax: y^_j = fl(fl(d^_j - L^) + t_j) with L^ = fl(log S^), absolute
-  error |log(1+s)| + LOG64_ULPS 2u |L^| + u |d^_j - L^| + u |y^_j| + t_j^2.
+* log_softmax: log S = log1p(R) with R the sum of e^{d_i} over all entries but
+  one maximal entry, whose e^ is exactly 1: R^ = fsum(e^ and -1), rounded once,
+  so R^ = R (1 + s) as above.  log(S^) would keep R only to u relative to 1,
+  not to R: tiny results (-log S when the others are far below) came out
+  0.06 fp32 ulp off.  With R/(1+R) <= log1p(R), the relative error s moves
+  log1p by at most -log1p(-s min(1, log1p(R))); R <= (1 + 2s) R^ and log1p is
+  concave, so log1p(R) <= (1 + 2s) log1p(R^) <= (1 + 4s) L^, L^ = fl(log1p(R^)),
+  which errs by at most LOG64_ULPS ulps.  Exponentials in float64's subnormal
+  range (d < -708) err by steps of 2^-1074 instead, EXP64_ULPS + 1 of them each,
+  and fsum and log1p add 1 + LOG64_ULPS such steps: an absolute term.
+  y^_j = fl(fl(d^_j - L^) + t_j), absolute error -log1p(-s min(1, L^ (1 + 4s)))
+  + LOG64_ULPS 2u L^ + u |d^_j - L^| + u |y^_j| + t_j^2 + the subnormal term:
+  about 2^-49 |y_j|, however small y_j is.
 
 Each result is enclosed in [y^ - err, y^ + err], widened outward by one float64
-step.  Where both ends round to the same value of the target format, that value
-is the correctly rounded result.  The rest (about 1 in 10^5 fp32 elements) go
-to tier 2, :mod:`oracles.mp_softmax`, which recomputes their rows with interval
-arithmetic at increasing precision.
+step.  Where both ends round to the same value of the target format, zeros of
+one sign included, that value is the correctly rounded result.  Zeros: softmax
+is positive (the lower end is clipped at +0); log_softmax of a row with two
+finite entries or more is negative, and a tiny one rounds to -0; a row's only
+finite entry gives 0 - log 1 = +0 exactly, with a zero error bound.  The rest
+(about 1 in 10^5 fp32 elements) go to tier 2, :mod:`oracles.mp_softmax`, which
+recomputes their rows with interval arithmetic at increasing precision.
 
 Results whose exponential underflows float64 (d < -708) are below 1e-307, far
 under half the smallest subnormal of fp32, bf16 and fp16: they round to +0.
-For float64 targets such elements, like nearly all others, go to tier 2.
+For float64 targets tier 1 decides next to nothing (its enclosures are a few
+float64 steps wide): their results, and their exact values, come from tier 2.
+A float64 holds those exact values to half an fp64 ulp, all it can; for the
+other targets they are right to 2^-20 ulp or better.
 
 The float64 library's own accuracy is an assumption (EXP64_ULPS, LOG64_ULPS);
 ``tests/test_correctly_rounded.py`` measures it on every run.
@@ -50,7 +67,7 @@ class OracleResult:
     """Correctly rounded results and exact values, shaped like the rows given."""
 
     rounded: np.ndarray  # float64 values of the target format
-    exact: np.ndarray  # the exact results to about 2^-49 relative (tier 1) or better
+    exact: np.ndarray  # the exact results to about 2^-49 relative (tier 1) or rounded to float64 (tier 2)
     escalated: int  # elements tier 1 could not decide (decided by mpmath)
 
     @property
@@ -68,6 +85,13 @@ def _widen(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.nextafter(lo, -np.inf), np.nextafter(hi, np.inf)
 
 
+def _fsum_less_one(row: np.ndarray) -> float:
+    """fsum(row) - 1, rounded once: the sum over all entries but one maximal entry, whose e is exactly 1."""
+    terms = row.tolist()
+    terms.append(-1.0)
+    return math.fsum(terms)
+
+
 def float64_pass(x: np.ndarray, fmt: Format, *, log: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Tier 1 on rows with a finite maximum and no NaN or +inf.
 
@@ -81,20 +105,29 @@ def float64_pass(x: np.ndarray, fmt: Format, *, log: bool = False) -> tuple[np.n
         t = np.where(finite, _two_sum_error(x, -peak, gap), 0.0)
         e = np.where(finite, np.exp(gap) * (1 + t), 0.0)
         eps_e = (1 + EXP64_ULPS * 2 * U) * (1 + U) ** 2 * (1 + np.max(t * t, axis=-1, keepdims=True)) - 1
-        total = np.array([math.fsum(row.tolist()) for row in e]).reshape(peak.shape)
         s = eps_e + U + eps_e * U
         if log:
-            log_total = np.log(total)
+            rest = np.array([_fsum_less_one(row) for row in e]).reshape(peak.shape)
+            log_total = np.log1p(rest)
+            others = np.sum(finite, axis=-1, keepdims=True) - 1
             value = (gap - log_total) + t
-            error = (np.abs(np.log1p(-s)) + LOG64_ULPS * 2 * U * np.abs(log_total)
-                     + U * np.abs(gap - log_total) + U * np.abs(value) + t * t) * (1 + 2.0**-20)
+            subnormal = np.where(others > 0, (EXP64_ULPS + 1) * others + LOG64_ULPS + 1, 0) * 2.0**-1074
+            error = (-np.log1p(-s * np.minimum(1.0, log_total * (1 + 4 * s))) + LOG64_ULPS * 2 * U * log_total
+                     + subnormal + U * np.abs(gap - log_total) + U * np.abs(value) + t * t) * (1 + 2.0**-20)
             lo, hi = _widen(value - error, value + error)
+            if (others == 0).any():
+                # The bound is zero at a row's only finite entry, 0 - log1p(0) = +0 exactly: widening
+                # would turn it into [-tiny, +tiny], whose ends round to zeros of both signs.
+                lo, hi = np.where(error == 0, value, lo), np.where(error == 0, value, hi)
         else:
+            total = np.array([math.fsum(row.tolist()) for row in e]).reshape(peak.shape)
             value = e / total
             rel = ((1 + eps_e) * (1 + U) / ((1 - eps_e) * (1 - U)) - 1) * (1 + 2.0**-20)
             lo, hi = _widen(value * (1 - rel), value * (1 + rel))
+            lo = np.maximum(lo, 0.0)  # softmax is positive: a zero end is +0
         rounded = round_float64(lo, fmt)
-        decided = rounded == round_float64(hi, fmt)
+        upper = round_float64(hi, fmt)
+        decided = (rounded == upper) & (np.signbit(rounded) == np.signbit(upper))
         if fmt != FP64 and not log:
             underflow = gap < UNDERFLOW_GAP
             rounded = np.where(underflow, 0.0, rounded)

@@ -81,12 +81,13 @@ def format_of(dtype: torch.dtype) -> Format:
 def ulp(values: np.ndarray, fmt: Format) -> np.ndarray:
     """Spacing of ``fmt`` at |values|: 2^(max(floor(log2|v|), emin) - p + 1).
 
-    Zero and subnormal magnitudes get the subnormal spacing.  The argument need
-    not be representable in ``fmt`` (an exact value, say).
+    Zero and subnormal magnitudes get the subnormal spacing, 2^(emin - p + 1).
+    The argument need not be representable in ``fmt`` (an exact value, say).
     """
     v = np.abs(np.asarray(values, dtype=np.float64))
     _, e = np.frexp(v)  # v = m * 2^e with m in [0.5, 1), so floor(log2 v) = e - 1
-    exponent = np.maximum(e - 1, fmt.emin)
+    # frexp(0) gives e = 0, which would pass for the binade of 1/2: zero gets emin explicitly.
+    exponent = np.where(v == 0, fmt.emin, np.maximum(e - 1, fmt.emin))
     return np.ldexp(1.0, exponent - fmt.precision + 1)
 
 

@@ -2,32 +2,54 @@
 
 For each row, every result is enclosed in an interval computed with mpmath's
 ``iv`` context (outward rounding at every operation).  When both ends of an
-interval round to the same value of the target format, that value is the
-correctly rounded result.  Otherwise the row is recomputed at twice the
-precision (Ziv's strategy).
+interval round to the same value of the target format, zeros of one sign
+included, that value is the correctly rounded result.  Otherwise the row is
+recomputed at twice the precision (Ziv's strategy).
 
-The loop terminates: softmax_j = exp(d_j) / sum_i exp(d_i) with d_i = x_i - max
-is irrational unless the row's finite entries are all equal, and then the
-interval is exact (exp(0) = 1 and the sum of ones are exact).  Log-softmax is
-d_j - log(S): exact (0 or d_j) when S = 1, otherwise irrational.  Irrational
-values never sit on a rounding boundary, so some precision separates them from
-it.  A cap guards the loop all the same; reaching it raises, it never guesses.
+The gaps d_i = x_i - max are exact (mpf subtraction with exact=True: float64
+inputs need at most about 2100 bits).  One maximal entry is set apart (its
+exp(d) is exactly 1) and T = sum of exp(d_i) over the others is enclosed, so that
+
+* softmax_j = exp(d_j) / (1 + T);
+* log_softmax_j = d_j - log1p(T), with log1p(T) enclosed on its own, to iv.prec
+  bits relative however small T is, and both ends of the result computed by
+  exact subtraction from d_j.
+
+Log-softmax needs this care.  Where d_j is a rounding boundary of the format
+(a midpoint, or where it overflows) and the other gaps are large, log S ~
+e^-gap is tiny and the result lies that little beyond the boundary: an
+enclosure of d_j - log S rounded at p bits straddles the boundary until p ~
+gap / ln 2 (bf16 [64, -16384] was undecided at 10880 bits).  Subtracting
+exactly, the enclosure's ends differ from d_j by the ends of log1p(T), which
+are positive and within 2^-p relative of it: the first precision decides.
+Where log1p(T) lies far below the last bit of d_j (gaps of 10^38 give
+e^-10^38), a stand-in that rounds the same keeps the subtraction short
+(:func:`_minus`).
+
+The loop terminates: softmax_j is irrational unless the row's finite entries
+are all equal, and then the interval is exact (exp(0) = 1 and the sum of ones
+are exact).  Log-softmax is exactly 0 (+0) for a row's only finite entry;
+otherwise log1p(T) is transcendental (Lindemann-Weierstrass), and so is
+d_j - log1p(T).  Irrational values never sit on a rounding boundary, so some
+precision separates them from it.  A cap guards the loop all the same;
+reaching it raises, it never guesses.
 
 This is the slow, obviously-correct tier (several microseconds per element).
 """
 
 from __future__ import annotations
 
+import math
 from contextlib import contextmanager
 
 import numpy as np
-from mpmath import iv, mp
+from mpmath import fsub, iv, ldexp, mp, mpf
 
 from .formats import Format, round_mpf
 from .semantics import minus_inf_result, special_row
 
 MAX_PRECISION = 1 << 14
-"""Bits at which the Ziv loop gives up (never reached by a real row)."""
+"""Bits the Ziv loop never goes past (no real row needs more than a few hundred)."""
 
 
 class OracleError(RuntimeError):
@@ -44,34 +66,72 @@ def _interval_precision(bits: int):
         iv.prec = saved
 
 
-def _enclosures(finite: list[float], log: bool) -> list:
+def _ends(box) -> tuple[mpf, mpf]:
+    return tuple(mp.make_mpf(end) for end in box._mpi_)
+
+
+def _log1p(rest) -> tuple[mpf, mpf]:
+    """Enclosure of log(1 + rest) for an interval rest >= 0, to about iv.prec bits relative.
+
+    log(1 + rest) rounded at iv.prec would lose rest altogether when it is below
+    2^-iv.prec; the bounds below keep its relative accuracy however small it is.
+    """
+    lo, hi = _ends(rest)
+    if hi < ldexp(1, -iv.prec):  # r/(1 + r) <= log1p(r) <= r, a factor 1 + r apart
+        return _ends(rest / (1 + rest))[0], hi
+    with _interval_precision(2 * iv.prec):  # 1 + rest keeps rest >= 2^-prec to prec bits
+        return _ends(iv.log(1 + rest))
+
+
+def _minus(gap: mpf, amount: mpf, fmt: Format) -> mpf:
+    """gap - amount for gap <= 0 <= amount: exact, or a stand-in that rounds the same.
+
+    The exact difference needs as many bits as the exponents of gap and amount
+    are apart: 10^38 bits for a gap of -10^38 and amount = e^-10^38.  But |gap|,
+    and every rounding boundary of ``fmt`` and of float64 above |gap|, are
+    multiples of 2^grain, so no boundary lies strictly between gap and
+    gap - 2^grain: any amount in (0, 2^grain) rounds like 2^(grain - 1) does.
+    Such amounts are raised to 2^(grain - 1), which keeps the difference within
+    about 2100 + prec bits (float64 gaps have their lowest bit at 2^-1074 or above).
+    """
+    if gap and amount:
+        _, _, exp, bits = gap._mpf_  # |gap| = man 2^exp with man odd, of ``bits`` bits
+        grain = min(exp, exp + bits - 1 - max(fmt.precision, 53))
+        amount = max(amount, ldexp(1, grain - 1))
+    return fsub(gap, amount, exact=True)
+
+
+def _enclosures(finite: list[float], fmt: Format, log: bool) -> list[tuple[mpf, mpf]]:
+    """Both ends of an enclosure of each result, at precision iv.prec."""
     peak = max(finite)
-    gaps = [iv.mpf(v) - peak for v in finite]
+    top = finite.index(peak)  # exp(0) = 1 exactly: the sum leaves this entry out
+    gaps = [fsub(v, peak, exact=True) for v in finite]
     exps = [iv.exp(g) for g in gaps]
-    total = iv.fsum(exps)
+    rest = iv.fsum(e for i, e in enumerate(exps) if i != top)
     if log:
-        log_total = iv.log(total)
-        return [g - log_total for g in gaps]
-    return [e / total for e in exps]
+        low, high = _log1p(rest)
+        return [(_minus(g, high, fmt), _minus(g, low, fmt)) for g in gaps]
+    total = 1 + rest
+    return [_ends(e / total) for e in exps]
 
 
 def _decide_row(finite: list[float], fmt: Format, log: bool) -> tuple[list[float], list[float]]:
     precision = max(fmt.precision, 53) + 32  # the exact values are returned to float64 accuracy
-    while precision <= MAX_PRECISION:
+    while True:
         with _interval_precision(precision):
-            enclosures = _enclosures(finite, log)
+            enclosures = _enclosures(finite, fmt, log)
         rounded, exact = [], []
-        for box in enclosures:
-            a, b = (mp.make_mpf(end) for end in box._mpi_)
+        for a, b in enclosures:
             lo, hi = round_mpf(a, fmt), round_mpf(b, fmt)
-            if lo != hi:
+            if lo != hi or math.copysign(1, lo) != math.copysign(1, hi):
                 break
             rounded.append(lo)
             exact.append(float((a + b) / 2))
         else:
             return rounded, exact
+        if 2 * precision > MAX_PRECISION:
+            raise OracleError(f"rounding to {fmt} undecided at {precision} bits for row {finite!r}")
         precision *= 2
-    raise OracleError(f"rounding to {fmt} undecided at {MAX_PRECISION} bits for row {finite!r}")
 
 
 def correctly_rounded_rows(x: np.ndarray, fmt: Format, *, log: bool = False) -> tuple[np.ndarray, np.ndarray]:

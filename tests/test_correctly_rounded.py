@@ -12,14 +12,15 @@ from hypothesis.extra.numpy import arrays
 
 from oracles import correctly_rounded, mp_softmax
 from oracles.correctly_rounded import EXP64_ULPS, LOG64_ULPS, float64_pass, softmax_rows
-from oracles.formats import BF16, FP16, FP32, Format, round_float64, ulp
+from oracles.formats import BF16, FP16, FP32, FP64, Format, format_of, round_float64, ulp
 
 FORMATS = [FP32, FP16, BF16]
 LOG = [False, True]
 
 
 def assert_same(got: np.ndarray, want: np.ndarray) -> None:
-    same = (got == want) | (np.isnan(got) & np.isnan(want))
+    # == does not tell -0 from +0: signs are compared too.
+    same = ((got == want) & (np.signbit(got) == np.signbit(want))) | (np.isnan(got) & np.isnan(want))
     assert same.all(), f"{int((~same).sum())} elements differ, first at {np.argwhere(~same)[0].tolist()}"
 
 
@@ -88,6 +89,133 @@ def test_agrees_with_mpmath_on_adversarial_rows(fmt, log, note):
         assert fast.escalated >= 24
 
 
+MIDPOINT_GAPS = [
+    # x_1 - x_0 is a midpoint of the format; log_softmax_1 = x_1 - x_0 - log S lies e^-gap beyond it,
+    # so the two neighbours are decided by log S > 0 alone (the tie would go the other way).
+    pytest.param(torch.bfloat16, [64.0, -16384.0], [-0.0, -16512.0], id="bfloat16"),
+    pytest.param(torch.float16, [8.0, -16384.0], [-0.0, -16400.0], id="float16"),
+    pytest.param(torch.float32, [2.0**-10, -20000.0], [-0.0, -20000.001953125], id="float32"),
+    pytest.param(torch.float64, [2.0**-40, -8192.0], [-0.0, -8192.0 - 2.0**-39], id="float64"),
+]
+
+
+@pytest.mark.parametrize("dtype,row,expected", MIDPOINT_GAPS)
+def test_log_softmax_decides_gaps_on_a_midpoint(dtype, row, expected):
+    result = correctly_rounded.softmax(torch.tensor(row, dtype=dtype), -1, log=True)
+    assert_same(result.rounded, np.array(expected))
+    rounded, _ = mp_softmax.correctly_rounded_rows(np.array([row]), format_of(dtype), log=True)
+    assert_same(rounded[0], np.array(expected))
+
+
+def test_undecided_rows_name_the_precision_tried_last(monkeypatch):
+    # 1/(1 + e^t) with t = 2^-53 sits 2^-160 above a float64 midpoint: 85 bits cannot tell, 170 can.
+    monkeypatch.setattr(mp_softmax, "MAX_PRECISION", 100)
+    with pytest.raises(mp_softmax.OracleError, match="undecided at 85 bits"):
+        mp_softmax.correctly_rounded_rows(near_midpoint_rows(FP64)[:1], FP64)
+
+
+def test_tiny_log_softmax_results_have_accurate_exact_values():
+    # log S = log(1 + 2.2e-8): computed as log(fsum(e)) it kept 26 bits of the result, 0.06 fp32 ulp off.
+    result = correctly_rounded.softmax(torch.tensor([[0.0, -17.638158798217773]]), -1, log=True)
+    with mpmath.workprec(200):
+        truth = float(-mpmath.log1p(mpmath.exp(mpmath.mpf(-17.638158798217773))))
+    assert result.escalated == 0
+    assert abs(result.exact[0, 0] - truth) <= ulp(truth, FP32) * 2.0**-20
+
+
+@pytest.mark.parametrize("fmt", FORMATS, ids=str)
+def test_tier_one_exact_values_of_log_softmax_near_zero(fmt):
+    # log_softmax of the maximal entry is -log(1 + rest): tiny when the rest is.
+    gaps = np.unique(representable(fmt, np.geomspace(0.5, 740, 400)))
+    rows = np.stack([np.zeros_like(gaps), -gaps], axis=1)
+    rounded, exact, decided = float64_pass(rows, fmt, log=True)
+    want, truth = mp_softmax.correctly_rounded_rows(rows, fmt, log=True)
+    assert decided.all()
+    assert_same(rounded, want)
+    assert (np.abs(exact - truth) / ulp(truth, fmt)).max() <= 2.0**-20
+
+
+ZEROS = [
+    (FP16, [5.0], True, [0.0]),  # x - x = +0 and log 1 = +0: an exact +0
+    (FP64, [5.0], True, [0.0]),
+    (FP32, [5.0, -math.inf], True, [0.0, -math.inf]),
+    (FP32, [0.0, -120.0], True, [-0.0, -120.0]),  # -log(1 + e^-120) is negative: it rounds to -0
+    (BF16, [0.0, -120.0], True, [-0.0, -120.0]),
+    (FP16, [0.0, -40.0], True, [-0.0, -40.0]),
+    (FP64, [0.0, -800.0], True, [-0.0, -800.0]),
+    (FP32, [0.0, -120.0], False, [1.0, 0.0]),  # softmax is positive: its zeros are +0
+    (FP16, [0.0, -40.0], False, [1.0, 0.0]),
+    (FP64, [0.0, -800.0], False, [1.0, 0.0]),
+]
+
+
+def row_id(fmt: Format, row: list[float]) -> str:
+    return f"{fmt}-{','.join(f'{v:g}' for v in row)}"
+
+
+@pytest.mark.parametrize("fmt,row,log,expected", ZEROS,
+                         ids=[f"{row_id(f, r)}-{'log_softmax' if log else 'softmax'}" for f, r, log, _ in ZEROS])
+def test_zeros_carry_the_sign_of_the_exact_result(fmt, row, log, expected):
+    x = np.array([row])
+    assert_same(softmax_rows(x, fmt, log=log).rounded[0], np.array(expected))
+    assert_same(mp_softmax.correctly_rounded_rows(x, fmt, log=log)[0][0], np.array(expected))
+
+
+LN2 = math.log(2.0)  # correctly rounded in float64
+EXTREMES = [
+    # (format, row, softmax, log_softmax): gaps past 1e38, fp16's largest values, float64 rows where
+    # x - max overflows, rows of one element and rows with -inf.
+    (FP32, [3e38, -3e38, 0.0], [1.0, 0.0, 0.0], [-0.0, -math.inf, -3e38]),
+    (BF16, [3e38, -3e38, 0.0], [1.0, 0.0, 0.0], [-0.0, -math.inf, -3e38]),
+    (FP32, [-FP32.max_finite, FP32.max_finite], [0.0, 1.0], [-math.inf, -0.0]),
+    (BF16, [BF16.max_finite, -BF16.max_finite], [1.0, 0.0], [-0.0, -math.inf]),
+    (FP16, [65504.0, -65504.0, 0.0], [1.0, 0.0, 0.0], [-0.0, -math.inf, -65504.0]),
+    (FP16, [16.0, -65504.0], [1.0, 0.0], [-0.0, -math.inf]),  # -65520 is where fp16 overflows
+    (FP16, [8.0, -65504.0], [1.0, 0.0], [-0.0, -65504.0]),
+    (FP64, [1.7e308, -1.7e308, 0.0], [1.0, 0.0, 0.0], [-0.0, -math.inf, -1.7e308]),
+    (FP64, [1.7e308, -1.7e308, 1.7e308], [0.5, 0.0, 0.5], [-LN2, -math.inf, -LN2]),
+    (FP64, [-FP64.max_finite, FP64.max_finite], [0.0, 1.0], [-math.inf, -0.0]),
+    *[(fmt, [3.0], [1.0], [0.0]) for fmt in (FP64, FP32, FP16, BF16)],
+    *[(fmt, [-math.inf, 2.0, -math.inf, 2.0], [0.0, 0.5, 0.0, 0.5], [-math.inf, -LN2, -math.inf, -LN2])
+      for fmt in (FP64, FP32, FP16, BF16)],
+]
+
+
+@pytest.mark.parametrize("log", LOG, ids=["softmax", "log_softmax"])
+@pytest.mark.parametrize("fmt,row,softmax,log_softmax", EXTREMES, ids=[row_id(f, r) for f, r, *_ in EXTREMES])
+def test_extreme_rows_are_decided(fmt, row, softmax, log_softmax, log):
+    x = representable(fmt, np.array([row]))
+    fast = agree_with_mpmath(x, fmt, log)
+    assert_same(fast.rounded[0], representable(fmt, np.array(log_softmax if log else softmax)))
+
+
+ALL_FORMATS = [FP64, FP32, FP16, BF16]
+
+
+@st.composite
+def hard_rows(draw, fmt: Format) -> np.ndarray:
+    """[x_0, x_1, others]: x_1 - x_0 a midpoint (odd c) or a value of fmt, the others far below x_0.
+
+    |x_1| = k 2^(e-p+1) is a value of fmt and x_0 = c 2^(e-p), so x_1 - x_0 = -(2k + c) 2^(e-p).
+    log_softmax_1 lies log S ~ e^-gap beyond it.
+    """
+    e = draw(st.integers(0, fmt.emax), label="exponent")
+    k = draw(st.integers(1 << (fmt.precision - 1), (1 << fmt.precision) - 1), label="significand")
+    c = draw(st.integers(1, 8), label="c")
+    x0, x1 = math.ldexp(c, e - fmt.precision), -math.ldexp(k, e - fmt.precision + 1)
+    gaps = draw(st.lists(st.floats(0, fmt.max_finite), max_size=4), label="gaps")
+    with np.errstate(over="ignore"):
+        others = np.maximum(x0 - np.array(gaps, dtype=np.float64), -fmt.max_finite)
+    return representable(fmt, np.r_[x0, x1, others])[None]
+
+
+@pytest.mark.parametrize("fmt", ALL_FORMATS, ids=str)
+@pytest.mark.parametrize("log", LOG, ids=["softmax", "log_softmax"])
+@given(data=st.data())
+def test_agrees_with_mpmath_on_gaps_near_midpoints(fmt, log, data):
+    agree_with_mpmath(data.draw(hard_rows(fmt), label="x"), fmt, log)
+
+
 def test_escalation_rate_on_random_rows(note):
     x = (torch.randn(64, 4096, generator=torch.Generator().manual_seed(11)) * 4).double().numpy()
     result = softmax_rows(x, FP32)
@@ -110,15 +238,17 @@ def ulps_off(values: np.ndarray, truths) -> float:
 
 
 def test_float64_library_meets_the_assumed_accuracy(note):
-    # The tier-1 bound assumes np.exp and np.log err by at most EXP64_ULPS / LOG64_ULPS.
+    # The tier-1 bound assumes np.exp and np.log1p err by at most EXP64_ULPS / LOG64_ULPS ulps,
+    # and that exp(0) and log1p(0) are exact (a maximal entry's exponential is exactly 1).
     rng = np.random.default_rng(5)
     args = np.r_[-rng.random(3000) * 745, rng.standard_normal(2000) * 3, -rng.random(1000) * 1e-6]
     with mpmath.workprec(120):
         exp_error = ulps_off(np.exp(args), [mpmath.exp(mpmath.mpf(float(a))) for a in args])
-        positive = np.r_[rng.random(3000) * 1e6 + 1, 1 + rng.random(1000) * 1e-6]
-        log_error = ulps_off(np.log(positive), [mpmath.log(mpmath.mpf(float(a))) for a in positive])
-    note(f"numpy float64 exp: max {exp_error:.3f} ulp, log: max {log_error:.3f} ulp")
-    assert exp_error <= EXP64_ULPS / 2 and log_error <= LOG64_ULPS / 2
+        rests = np.r_[rng.random(3000) * 1e6, rng.random(1000) * 1e-6, np.exp(-rng.random(2000) * 745)]
+        log1p_error = ulps_off(np.log1p(rests), [mpmath.log1p(mpmath.mpf(float(a))) for a in rests])
+    note(f"numpy float64 exp: max {exp_error:.3f} ulp, log1p: max {log1p_error:.3f} ulp")
+    assert exp_error <= EXP64_ULPS / 2 and log1p_error <= LOG64_ULPS / 2
+    assert np.exp(0.0) == 1.0 and np.log1p(0.0) == 0.0
 
 
 def test_masked_rows_follow_the_safe_softmax_convention():

@@ -66,6 +66,16 @@ def test_mpf_rounding_beyond_float64(mantissa, exponent):
         assert abs(mpmath.mpf(got) - value) <= step / 2
 
 
+@pytest.mark.parametrize("fmt", [FP64, FP32, FP16, BF16], ids=str)
+def test_ulp_of_zero_is_the_subnormal_spacing(fmt):
+    # Zero lies among the subnormals: its spacing is 2^(emin - p + 1), not 2^-p.
+    tiny = np.array([0.0, -0.0, fmt.min_subnormal, -3 * fmt.min_subnormal, fmt.min_normal - fmt.min_subnormal,
+                     fmt.min_normal])
+    np.testing.assert_array_equal(ulp(tiny, fmt), fmt.min_subnormal)
+    assert ulp(0.0, fmt) == math.ldexp(1.0, fmt.emin - fmt.precision + 1)
+    assert ulp(1.0, fmt) == math.ldexp(1.0, 1 - fmt.precision)
+
+
 def test_format_of_refuses_non_float_dtypes():
     assert format_of(torch.bfloat16) is BF16
     with pytest.raises(TypeError, match="dtype must be one of"):
