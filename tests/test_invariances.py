@@ -45,6 +45,20 @@ def test_an_invariance_not_promised_is_only_recorded(item):
     assert recorded[0]["counterexample"].startswith("first:")
 
 
+def test_nans_are_one_and_a_promise_is_never_settled(item):
+    negative_nan = torch.tensor([1.0, -torch.nan])  # x + c may change an input NaN's sign and payload
+    with Invariance(item, "k", "shift", promised=True) as shift:
+        shift.check(negative_nan, torch.tensor([1.0, torch.nan]), "nan")
+        assert not shift.settled
+    assert entries(item)[-1]["held"]
+    with Invariance(item, "k", "batch", promised=False) as batch:
+        batch.check(torch.tensor([1.0]), torch.tensor([2.0]), "first")
+        assert batch.settled  # measured no further: a broken invariance that was not promised
+    with pytest.raises(AssertionError), Invariance(item, "k", "ties", promised=True) as ties:
+        ties.check(torch.tensor([1.0]), torch.tensor([2.0]), "first")
+    assert not ties.settled  # Hypothesis must see the failure again when it replays the example
+
+
 def test_nothing_is_recorded_when_the_test_errs_for_another_reason(item):
     with pytest.raises(ZeroDivisionError):
         with Invariance(item, "k", "determinism", promised=True):
