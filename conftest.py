@@ -7,7 +7,8 @@ Profiles (pick with ``--hypothesis-profile NAME`` or ``HYPOTHESIS_PROFILE``):
   no deadline (kernels JIT-compile on first call), a budget that keeps the run
   on two CPU cores well under the CI limit;
 * ``nightly``: ten times the ``ci`` budget, randomised, with Hypothesis's
-  target phase climbing toward the worst error-to-bound ratio;
+  target phase climbing toward the worst error-to-bound ratio; what
+  ``python -m harness.soak`` runs in time-boxed rounds;
 * ``mutation``: what the mutation test runs against each planted bug:
   derandomised, a smaller budget, no shrinking (a caught mutant needs no
   minimal example, only the name of the test that caught it).
@@ -32,7 +33,7 @@ from hypothesis.internal.conjecture import providers
 
 from harness.profiles import active_profile, default_profile
 
-pytest_plugins = ["harness.payload", "harness.plugin", "report.plugin"]
+pytest_plugins = ["harness.payload", "harness.plugin", "harness.soak", "report.plugin"]
 
 CI_EXAMPLES = 25
 EXAMPLES_DIR = os.environ.get("SOFTMAX_SUITE_EXAMPLES")

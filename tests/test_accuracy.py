@@ -16,6 +16,7 @@ from hypothesis import example, given, target
 
 from harness.catalog import CATALOG, MASKED_SWEEP, SWEEP
 from harness.judge import describe_input, judge_softmax, run_kernel
+from harness.soak import timeboxed
 from harness.strategies import TESTED_DTYPES, Case, cases
 from report.records import make_record
 
@@ -82,6 +83,7 @@ def run_op(kernel, backend, op: Op, note, accuracy_record) -> None:
     worst = Worst()
 
     @given(case=cases(kernel.capabilities, backend.name, masked=op.masked, dtypes=op.dtypes))
+    @timeboxed
     def one_case(case):
         check(kernel, backend, op, case, worst, accuracy_record)
 

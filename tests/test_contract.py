@@ -12,6 +12,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from harness.judge import describe_input, judge_softmax
+from harness.soak import timeboxed
 from harness.strategies import Case, Values, cases
 from kernels.fused_softmax import softmax as fused_softmax
 from kernels.registry import Capabilities
@@ -26,6 +27,7 @@ def test_inputs_are_refused_exactly_outside_the_declared_capabilities(kernel, ba
     @given(case=cases(EVERYTHING, backend.name), foreign=st.sampled_from((None,) + FOREIGN_DTYPES),
            dim_shift=st.sampled_from([0, 0, 0, 1, -1, 7]))
     @example(case=EMPTY_ROWS, foreign=None, dim_shift=1)
+    @timeboxed
     def check(case, foreign, dim_shift):
         x, _ = case.make(backend.device)
         x = x if foreign is None else x.to(foreign)

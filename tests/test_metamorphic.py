@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 
 from harness.catalog import CATALOG
 from harness.judge import as_rows, describe_input, judge_softmax
+from harness.soak import timeboxed
 from harness.strategies import Case, Layout, Specials, Values, cases
 from oracles.formats import format_of, ulp
 
@@ -88,6 +89,7 @@ def test_shift_invariance_is_bitwise(kernel, backend, invariance):
     with invariance("shift") as shift:
         @given(case=input_space(kernel, backend))
         @catalog_examples
+        @timeboxed
         def check(case):
             if shift.settled:
                 return
@@ -103,6 +105,7 @@ def test_shift_invariance_is_bitwise(kernel, backend, invariance):
 
 def test_permutation_equivariance(kernel, backend):
     @given(case=input_space(kernel, backend), seed=st.integers(0, 2**16))
+    @timeboxed
     def check(case, seed):
         x = make(kernel, backend, case)
         n = x.shape[case.dim]
@@ -133,6 +136,7 @@ def test_batch_invariance_is_bitwise(kernel, backend, batch, invariance):
     with invariance("batch") as invariant:
         @given(case=input_space(kernel, backend), where=st.sampled_from(["first", "middle", "last"]),
                seed=st.integers(0, 2**16))
+        @timeboxed
         def check(case, where, seed):
             if invariant.settled:
                 return
@@ -159,6 +163,7 @@ def test_run_to_run_determinism_is_bitwise(kernel, backend, invariance):
     with invariance("determinism") as determinism:
         @given(case=input_space(kernel, backend))
         @catalog_examples
+        @timeboxed
         def check(case):
             if determinism.settled:
                 return
@@ -171,6 +176,7 @@ def test_run_to_run_determinism_is_bitwise(kernel, backend, invariance):
 def test_outputs_lie_in_the_unit_interval_and_rows_sum_to_one(kernel, backend):
     @given(case=input_space(kernel, backend))
     @catalog_examples
+    @timeboxed
     def check(case):
         x = make(kernel, backend, case)
         verdict = judge(kernel, backend, x, case.dim)
@@ -195,6 +201,7 @@ def test_monotonicity_within_rows(kernel, backend, invariance):
         @given(case=input_space(kernel, backend))
         @catalog_examples
         @example(case=LOGITS_ULPS_APART)
+        @timeboxed
         def check(case):
             x = make(kernel, backend, case)
             y = kernel.softmax(x, case.dim)
@@ -223,6 +230,7 @@ def test_dim_equivalence(kernel, backend):
         pytest.skip(f"{kernel.name} normalises the last dim only")
 
     @given(case=input_space(kernel, backend))
+    @timeboxed
     def check(case):
         x = make(kernel, backend, case)
         assume(x.dim() >= 2)

@@ -1,0 +1,228 @@
+"""A time-boxed soak: randomised rounds of the suite, each with a new seed, until the time is spent.
+
+Driver (what a nightly job runs)::
+
+    python -m harness.soak --minutes 20 [--out DIR] [--examples DIR] -- -n auto --device cuda --kernel torch
+
+Each round is ``python -m pytest --hypothesis-profile nightly --hypothesis-seed SEED`` with
+the pytest arguments after ``--``, a fresh random seed, and the round's report in
+``OUT/round-K``.  Failing examples go to Hypothesis's directory database
+(``SOFTMAX_SUITE_EXAMPLES``, default ``OUT/examples``), which every profile replays
+first: the next gate run with the same variable replays what the soak found.  The
+end writes ``OUT/soak.json`` and ``OUT/soak.md`` (rounds, seeds, minutes, examples
+per test, every failure with its replay) and exits 1 if any round failed or erred.
+
+Plugin (loaded by the root conftest; inert without ``--soak-deadline``):
+
+* a test that starts after the deadline is skipped;
+* every test gets an equal share of the round (``--soak-minutes`` times the
+  workers, over the tests collected), so that all of them run in every round;
+  once its share is spent, the examples left of a Hypothesis test whose body is
+  :func:`timeboxed` pass at once, without running (Hypothesis needs the same
+  choices to give the same outcome, so the strategies are left alone);
+* the examples each test ran ride on its report, and the controller writes
+  outcomes, durations, examples and failures to ``--soak-log``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import os
+import secrets
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from hypothesis.errors import UnsatisfiedAssumption
+
+from . import payload
+
+EXAMPLES = "examples"  # the payload kind: examples a test ran
+_test_deadline: float | None = None  # the running test's end of share (this process)
+_ran = 0  # examples the running test ran
+_failed = False  # whether one of them failed: Hypothesis then replays it, and must see it fail again
+
+
+def timeboxed(test):
+    """The body of a Hypothesis test (place it under ``@given``), ended early by a soak.
+
+    Once the running test's share of a soak is spent, the examples left return at
+    once, unless one has failed: its replays and shrinking must run for real.
+    """
+
+    @functools.wraps(test)
+    def body(*args, **kwargs):
+        global _ran, _failed
+        if _test_deadline is not None and _ran and not _failed and time.time() >= _test_deadline:
+            return None
+        try:
+            result = test(*args, **kwargs)
+        except UnsatisfiedAssumption:
+            raise
+        except BaseException:
+            _failed = True
+            raise
+        _ran += 1
+        return result
+
+    return body
+
+
+def per_test_seconds(minutes: float, workers: int, tests: int) -> float:
+    """An equal share of a round for each test: the round's worker-seconds over the tests."""
+    return minutes * 60 * max(workers, 1) / max(tests, 1)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("softmax", "softmax accuracy suite")
+    group.addoption("--soak-deadline", type=float, metavar="EPOCH",
+                    help="soak: end of the time box (seconds since the epoch); set by python -m harness.soak")
+    group.addoption("--soak-minutes", type=float, metavar="M", help="soak: minutes of a round, shared by the tests")
+    group.addoption("--soak-log", metavar="FILE", help="soak: write each test's outcome, duration, examples here")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if config.getoption("soak_log") and not hasattr(config, "workerinput"):
+        config.pluginmanager.register(SoakLog(Path(config.getoption("soak_log"))), "softmax-soak-log")
+
+
+SHARE = pytest.StashKey[float]()
+
+
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list) -> None:
+    if config.getoption("soak_deadline") is not None:
+        workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+        config.stash[SHARE] = per_test_seconds(config.getoption("soak_minutes") or 1.0, workers, len(items))
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    deadline = item.config.getoption("soak_deadline")
+    if deadline is not None and time.time() >= deadline:
+        pytest.skip("soak: time spent before this test started")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item: pytest.Item):
+    global _test_deadline, _ran, _failed
+    deadline = item.config.getoption("soak_deadline")
+    if deadline is not None:
+        _test_deadline = min(deadline, time.time() + item.config.stash.get(SHARE, 60.0))
+    _ran, _failed = 0, False
+    try:
+        yield
+    finally:
+        payload.add(item, EXAMPLES, _ran)
+        _test_deadline = None
+
+
+class SoakLog:
+    """The controller's record of a round: per test, outcome, duration, examples and the failure."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.tests: dict[str, dict] = {}
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        entry = self.tests.setdefault(report.nodeid, {"outcome": "passed", "duration": 0.0, "examples": 0})
+        entry["duration"] += report.duration
+        entry["examples"] += sum(payload.of(report, EXAMPLES))
+        if report.failed:
+            entry["outcome"] = "failed" if report.when == "call" else "error"
+            entry["failure"] = report.longreprtext
+        elif report.skipped and entry["outcome"] == "passed":
+            entry["outcome"] = "skipped"
+
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.path.write_text(json.dumps({"exitstatus": int(exitstatus), "tests": self.tests}, indent=1) + "\n")
+
+
+# ---------------------------------------------------------------------------- the driver
+
+
+def run_round(number: int, args: argparse.Namespace, pytest_args: list[str], deadline: float, env: dict) -> dict:
+    directory = args.out / f"round-{number}"
+    directory.mkdir(parents=True, exist_ok=True)
+    seed = secrets.randbelow(2**32)
+    minutes = (deadline - time.time()) / 60
+    command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--hypothesis-profile", "nightly",
+               f"--hypothesis-seed={seed}", f"--soak-deadline={deadline}", f"--soak-minutes={minutes:.3f}",
+               "--soak-log", str(directory / "soak-log.json"), "--accuracy-report", str(directory),
+               *pytest_args]
+    started = time.time()
+    with open(directory / "pytest.log", "w") as log:
+        code = subprocess.run(command, env=env, stdout=log, stderr=subprocess.STDOUT).returncode
+    tests = {}
+    if (directory / "soak-log.json").exists():
+        tests = json.loads((directory / "soak-log.json").read_text())["tests"]
+    counts = {outcome: sum(t["outcome"] == outcome for t in tests.values())
+              for outcome in ("passed", "failed", "error", "skipped")}
+    if code not in (0, 1, 5):  # 1: tests failed (counted); 5: nothing collected; others: the run broke
+        counts["error"] += 1
+    return {"round": number, "seed": seed, "started": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(started)),
+            "minutes": round((time.time() - started) / 60, 2), "exit_code": code, **counts,
+            "examples": sum(t["examples"] for t in tests.values()),
+            "examples_per_test": {test: t["examples"] for test, t in sorted(tests.items())},
+            "failures": [{"test": test, "outcome": t["outcome"], "report": excerpt(t.get("failure", ""))}
+                         for test, t in sorted(tests.items()) if t["outcome"] in ("failed", "error")],
+            "replay": shlex.join(command), "log": str(directory / "pytest.log")}
+
+
+def excerpt(text: str) -> str:
+    """The lines of a failure report that say what failed: pytest's E lines, and the end."""
+    lines = text.splitlines()
+    errors = [line for line in lines if line.startswith("E ")][:40]
+    return "\n".join(errors + ["..."] + lines[-15:])
+
+
+def write_summary(out: Path, rounds: list[dict], examples_dir: Path, pytest_args: list[str]) -> None:
+    totals = {key: sum(r[key] for r in rounds) for key in ("passed", "failed", "error", "skipped", "examples")}
+    (out / "soak.json").write_text(json.dumps({"rounds": rounds, "totals": totals,
+                                               "examples_dir": str(examples_dir)}, indent=1) + "\n")
+    lines = ["# Soak", "", f"pytest arguments: `{shlex.join(pytest_args)}`; examples database: `{examples_dir}`", "",
+             "| round | seed | minutes | exit | passed | failed | errors | skipped | examples |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    lines += [f"| {r['round']} | {r['seed']} | {r['minutes']} | {r['exit_code']} | {r['passed']} | {r['failed']} | "
+              f"{r['error']} | {r['skipped']} | {r['examples']} |" for r in rounds]
+    lines += ["", f"Totals: {totals['passed']} passed, {totals['failed']} failed, {totals['error']} errors, "
+                  f"{totals['skipped']} skipped; {totals['examples']} examples run.", ""]
+    for r in rounds:
+        for failure in r["failures"]:
+            lines += [f"## {failure['outcome']}: `{failure['test']}` (round {r['round']}, seed {r['seed']})", "",
+                      f"Replay: `{r['replay']}`", "", "```", failure["report"], "```", ""]
+    lines += [f"The next gate replays what this soak found: `SOFTMAX_SUITE_EXAMPLES={examples_dir} "
+              "python -m pytest ...`", ""]
+    (out / "soak.md").write_text("\n".join(lines))
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    ours, pytest_args = (argv[:argv.index("--")], argv[argv.index("--") + 1:]) if "--" in argv else (argv, [])
+    parser = argparse.ArgumentParser(prog="python -m harness.soak", description=__doc__.splitlines()[0])
+    parser.add_argument("--minutes", type=float, required=True, help="the time box")
+    parser.add_argument("--out", type=Path, default=Path("soak"), help="where rounds and the summary go")
+    parser.add_argument("--examples", type=Path, help="Hypothesis's example database (default: "
+                                                       "$SOFTMAX_SUITE_EXAMPLES, else OUT/examples)")
+    args = parser.parse_args(ours)
+    examples_dir = args.examples or Path(os.environ.get("SOFTMAX_SUITE_EXAMPLES") or args.out / "examples")
+    env = {**os.environ, "SOFTMAX_SUITE_EXAMPLES": str(examples_dir.resolve())}
+    env.pop("CI", None)  # the nightly profile, not the ci one
+    deadline = time.time() + args.minutes * 60
+    rounds = []
+    while not rounds or deadline - time.time() >= 60:  # a round needs a minute at least
+        rounds.append(run_round(len(rounds) + 1, args, pytest_args, deadline, env))
+        r = rounds[-1]
+        print(f"round {r['round']}: seed {r['seed']}, {r['minutes']} min, {r['passed']} passed, {r['failed']} failed, "
+              f"{r['error']} errors, {r['examples']} examples", flush=True)
+    write_summary(args.out, rounds, examples_dir, pytest_args)
+    print(f"soak: {len(rounds)} round(s); summary in {args.out / 'soak.md'}; examples in {examples_dir}")
+    return 1 if any(r["failed"] or r["error"] for r in rounds) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,70 @@
+"""The soak: time-boxed rounds that end every test within its share and report what failed."""
+
+import json
+import subprocess
+import sys
+import time
+
+import pytest
+
+from harness import soak
+
+ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]
+SCENARIO = "tests/scenarios/soak_planted.py"
+
+
+def test_each_test_gets_an_equal_share_of_the_workers_time():
+    assert soak.per_test_seconds(minutes=2, workers=4, tests=60) == 8.0
+    assert soak.per_test_seconds(minutes=1, workers=0, tests=0) == 60.0
+
+
+def test_a_spent_share_ends_the_examples_left_but_never_a_failures_replays(monkeypatch):
+    calls = []
+
+    @soak.timeboxed
+    def body(n):
+        calls.append(n)
+        if n < 0:
+            raise AssertionError("fails")
+
+    monkeypatch.setattr(soak, "_ran", 0)
+    monkeypatch.setattr(soak, "_failed", False)
+    monkeypatch.setattr(soak, "_test_deadline", time.time() - 1)
+    body(1)  # the first example always runs
+    body(2)  # the share is spent: returns at once
+    assert calls == [1]
+    with pytest.raises(AssertionError):
+        soak._ran = 0
+        body(-1)
+    body(3)  # after a failure every example runs, so that Hypothesis can replay it
+    assert calls == [1, -1, 3]
+    monkeypatch.setattr(soak, "_test_deadline", None)
+    monkeypatch.setattr(soak, "_failed", False)
+    body(4)  # no soak: everything runs
+    assert calls[-1] == 4
+
+
+def run_soak(tmp_path, **env):
+    return subprocess.run([sys.executable, "-m", "harness.soak", "--minutes", "0.25", "--out", str(tmp_path),
+                           "--", "-p", "no:xdist", SCENARIO], cwd=ROOT, env={**__import__("os").environ, **env},
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_the_driver_runs_rounds_and_writes_what_ran(tmp_path):
+    started = time.time()
+    result = run_soak(tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    summary = json.loads((tmp_path / "soak.json").read_text())
+    first = summary["rounds"][0]
+    assert first["passed"] == 2 and first["failed"] == 0 and isinstance(first["seed"], int)
+    assert 1 <= first["examples_per_test"][f"{SCENARIO}::test_slow_examples"] < 250  # ended by its share
+    assert time.time() - started < 120
+    assert f"| 1 | {first['seed']} |" in (tmp_path / "soak.md").read_text()
+
+
+def test_the_driver_fails_and_says_how_to_replay_a_failure(tmp_path):
+    result = run_soak(tmp_path, SOFTMAX_SUITE_PLANT_LOSS="1")
+    assert result.returncode == 1, result.stdout + result.stderr
+    report = (tmp_path / "soak.md").read_text()
+    assert f"failed: `{SCENARIO}::test_planted_failure`" in report and "the planted failure" in report
+    assert "Replay: `" in report and "--hypothesis-seed=" in report and "SOFTMAX_SUITE_EXAMPLES=" in report
