@@ -118,6 +118,8 @@ class Arithmetic:
     exact_gap: bool = False
     # Roundings of a log_softmax result, in ulps of C: 0.5 for one, 1.0 for two.
     log_result_ulps: float = 0.5
+    # log_softmax as x - fl(m + log S): the shift m + log S is rounded in C first.
+    log_shift_rounded: bool = False
     compute: Format = FP32
     # The steps are known to be the monotone ones below (False for a kernel of unknown construction).
     known_construction: bool = True
@@ -282,7 +284,8 @@ def log_softmax_bound(x: np.ndarray, exact: np.ndarray, out: Format, profile: Pr
 
     An absolute error: the gap's rounding |t_j|; the sum's relative error
     (1 +- w)(1 +- gamma), which moves log S by at most -log((1 - w)(1 - gamma));
-    the device's log (log_ulps ulp(log S) + log_abs); the rounding of the
+    the device's log (log_ulps ulp(log S) + log_abs), and the rounding of
+    m + log S where the kernel forms it first (x_j - fl(m + log S)); the rounding of the
     result (log_result_ulps: half an ulp, or one for two roundings); the
     conversion to the output format.
     """
@@ -297,6 +300,8 @@ def log_softmax_bound(x: np.ndarray, exact: np.ndarray, out: Format, profile: Pr
         log_error = ar.log_ulps * ulp(np.abs(log_total) * (1 + 2.0**-10), c) + ar.log_abs
         if ar.log_terms_in_output and out != c:  # S rounded to O moves log S by u_O; log S rounded to O
             log_error = log_error + 2 * out.unit_roundoff + 0.5 * ulp(np.abs(log_total) * (1 + 2.0**-10), out)
+        if ar.log_shift_rounded:
+            log_error = log_error + 0.5 * ulp(np.abs(np.where(t.regular, peak, 0.0) + log_total) * (1 + 2.0**-10), c)
         error = t.gap_rounding + shift + log_error + ar.log_result_ulps * ulp(np.abs(f) + shift + log_error, c)
         error = error + conversion_error(np.abs(f) + error, np.abs(f) - error, out, ar)
         bound = error / ulp(f, out)
