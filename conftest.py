@@ -16,8 +16,8 @@ Profiles (pick with ``--hypothesis-profile NAME`` or ``HYPOTHESIS_PROFILE``):
 ``SOFTMAX_SUITE_EXAMPLES=DIR`` keeps failing examples in a directory database
 that every profile reads first, so a failure found by the nightly run replays
 in the next gate run.  Hypothesis cannot derandomise while it reads a
-database, so ``ci`` then runs with the fixed seed 0 instead: still the same
-examples every run.
+database, nor use one under ``--hypothesis-seed``, so ``ci`` then pins each
+test's seed to 0 instead (:mod:`harness.soak`): still the same examples every run.
 """
 
 import atexit
@@ -25,13 +25,12 @@ import os
 import shutil
 import tempfile
 
-import pytest
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis.configuration import set_hypothesis_home_dir
 from hypothesis.database import DirectoryBasedExampleDatabase
 from hypothesis.internal.conjecture import providers
 
-from harness.profiles import active_profile, default_profile
+from harness.profiles import default_profile
 
 pytest_plugins = ["harness.payload", "harness.plugin", "harness.soak", "report.plugin"]
 
@@ -68,8 +67,3 @@ set_hypothesis_home_dir(HYPOTHESIS_HOME)
 if hasattr(providers, "_get_local_constants") and hasattr(providers, "Constants"):
     providers._get_local_constants = providers.Constants
 
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_configure(config: pytest.Config) -> None:
-    if DATABASE is not None and active_profile(config) == "ci" and config.getoption("hypothesis_seed", None) is None:
-        config.option.hypothesis_seed = "0"  # read by Hypothesis's own pytest_configure, after this one

@@ -4,13 +4,21 @@ Driver (what a nightly job runs)::
 
     python -m harness.soak --minutes 20 [--out DIR] [--examples DIR] -- -n auto --device cuda --kernel torch
 
-Each round is ``python -m pytest --hypothesis-profile nightly --hypothesis-seed SEED`` with
+Each round is ``python -m pytest --hypothesis-profile nightly --soak-seed SEED`` with
 the pytest arguments after ``--``, a fresh random seed, and the round's report in
 ``OUT/round-K``.  Failing examples go to Hypothesis's directory database
 (``SOFTMAX_SUITE_EXAMPLES``, default ``OUT/examples``), which every profile replays
 first: the next gate run with the same variable replays what the soak found.  The
 end writes ``OUT/soak.json`` and ``OUT/soak.md`` (rounds, seeds, minutes, examples
 per test, every failure with its replay) and exits 1 if any round failed or erred.
+
+Seeds.  Hypothesis ignores its example database under ``--hypothesis-seed``,
+under ``@seed`` and when derandomised, so a round's seed (``--soak-seed``), and
+the seed 0 of a ``ci`` run given an example database, are pinned on each test
+as the seed ``@seed`` would set, without its ``database=None``: on the test
+functions at collection, and by :func:`timeboxed` on the bodies that tests
+define inside themselves.  Such runs draw the same examples every time and
+still replay the database first (tests/test_soak.py checks both).
 
 Plugin (loaded by the root conftest; inert without ``--soak-deadline``):
 
@@ -41,11 +49,13 @@ import pytest
 from hypothesis.errors import UnsatisfiedAssumption
 
 from . import payload
+from .profiles import active_profile
 
 EXAMPLES = "examples"  # the payload kind: examples a test ran
 _test_deadline: float | None = None  # the running test's end of share (this process)
 _ran = 0  # examples the running test ran
 _failed = False  # whether one of them failed: Hypothesis then replays it, and must see it fail again
+_seed: int | None = None  # the seed pinned on every test, if any
 
 
 def timeboxed(test):
@@ -53,6 +63,7 @@ def timeboxed(test):
 
     Once the running test's share of a soak is spent, the examples left return at
     once, unless one has failed: its replays and shrinking must run for real.
+    The body takes the pinned seed, if any (``@given`` reads it from its body).
     """
 
     @functools.wraps(test)
@@ -70,7 +81,15 @@ def timeboxed(test):
         _ran += 1
         return result
 
-    return body
+    return pin_seed(body)
+
+
+def pin_seed(test):
+    """Give a test (or the body ``@given`` wraps) the pinned seed.  ``hypothesis.seed`` would also
+    switch the example database off; the attribute it sets is all ``@given`` needs."""
+    if _seed is not None:
+        test._hypothesis_internal_use_seed = _seed
+    return test
 
 
 def per_test_seconds(minutes: float, workers: int, tests: int) -> float:
@@ -84,9 +103,22 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="soak: end of the time box (seconds since the epoch); set by python -m harness.soak")
     group.addoption("--soak-minutes", type=float, metavar="M", help="soak: minutes of a round, shared by the tests")
     group.addoption("--soak-log", metavar="FILE", help="soak: write each test's outcome, duration, examples here")
+    group.addoption("--soak-seed", type=int, metavar="N",
+                    help="pin every Hypothesis test's seed to N, keeping the example database in use")
+
+
+def pinned_seed(config: pytest.Config) -> int | None:
+    """The seed every test takes: --soak-seed, or 0 for a ci run that reads an example database."""
+    if config.getoption("soak_seed") is not None:
+        return config.getoption("soak_seed")
+    if os.environ.get("SOFTMAX_SUITE_EXAMPLES") and active_profile(config) == "ci":
+        return 0
+    return None
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    global _seed
+    _seed = pinned_seed(config)
     if config.getoption("soak_log") and not hasattr(config, "workerinput"):
         config.pluginmanager.register(SoakLog(Path(config.getoption("soak_log"))), "softmax-soak-log")
 
@@ -95,6 +127,9 @@ SHARE = pytest.StashKey[float]()
 
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list) -> None:
+    for item in items:
+        if getattr(getattr(item, "obj", None), "is_hypothesis_test", False):
+            pin_seed(item.obj)
     if config.getoption("soak_deadline") is not None:
         workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
         config.stash[SHARE] = per_test_seconds(config.getoption("soak_minutes") or 1.0, workers, len(items))
@@ -148,10 +183,10 @@ class SoakLog:
 def run_round(number: int, args: argparse.Namespace, pytest_args: list[str], deadline: float, env: dict) -> dict:
     directory = args.out / f"round-{number}"
     directory.mkdir(parents=True, exist_ok=True)
-    seed = secrets.randbelow(2**32)
+    round_seed = secrets.randbelow(2**32)
     minutes = (deadline - time.time()) / 60
     command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--hypothesis-profile", "nightly",
-               f"--hypothesis-seed={seed}", f"--soak-deadline={deadline}", f"--soak-minutes={minutes:.3f}",
+               f"--soak-seed={round_seed}", f"--soak-deadline={deadline}", f"--soak-minutes={minutes:.3f}",
                "--soak-log", str(directory / "soak-log.json"), "--accuracy-report", str(directory),
                *pytest_args]
     started = time.time()
@@ -164,13 +199,16 @@ def run_round(number: int, args: argparse.Namespace, pytest_args: list[str], dea
               for outcome in ("passed", "failed", "error", "skipped")}
     if code not in (0, 1, 5):  # 1: tests failed (counted); 5: nothing collected; others: the run broke
         counts["error"] += 1
-    return {"round": number, "seed": seed, "started": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(started)),
+    return {"round": number, "seed": round_seed, "started": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(started)),
             "minutes": round((time.time() - started) / 60, 2), "exit_code": code, **counts,
             "examples": sum(t["examples"] for t in tests.values()),
             "examples_per_test": {test: t["examples"] for test, t in sorted(tests.items())},
             "failures": [{"test": test, "outcome": t["outcome"], "report": excerpt(t.get("failure", ""))}
                          for test, t in sorted(tests.items()) if t["outcome"] in ("failed", "error")],
-            "replay": shlex.join(command), "log": str(directory / "pytest.log")}
+            "replay": f"SOFTMAX_SUITE_EXAMPLES={shlex.quote(env['SOFTMAX_SUITE_EXAMPLES'])} " + shlex.join(
+                [sys.executable, "-m", "pytest", "--hypothesis-profile", "nightly", f"--soak-seed={round_seed}",
+                 *pytest_args]),
+            "log": str(directory / "pytest.log")}
 
 
 def excerpt(text: str) -> str:

@@ -56,7 +56,7 @@ def test_the_driver_runs_rounds_and_writes_what_ran(tmp_path):
     assert result.returncode == 0, result.stdout + result.stderr
     summary = json.loads((tmp_path / "soak.json").read_text())
     first = summary["rounds"][0]
-    assert first["passed"] == 2 and first["failed"] == 0 and isinstance(first["seed"], int)
+    assert first["passed"] == 3 and first["failed"] == 0 and isinstance(first["seed"], int)
     assert 1 <= first["examples_per_test"][f"{SCENARIO}::test_slow_examples"] < 250  # ended by its share
     assert time.time() - started < 120
     assert f"| 1 | {first['seed']} |" in (tmp_path / "soak.md").read_text()
@@ -67,4 +67,17 @@ def test_the_driver_fails_and_says_how_to_replay_a_failure(tmp_path):
     assert result.returncode == 1, result.stdout + result.stderr
     report = (tmp_path / "soak.md").read_text()
     assert f"failed: `{SCENARIO}::test_planted_failure`" in report and "the planted failure" in report
-    assert "Replay: `" in report and "--hypothesis-seed=" in report and "SOFTMAX_SUITE_EXAMPLES=" in report
+    replay = report.split("Replay: `")[1].split("`")[0]
+    assert replay.startswith("SOFTMAX_SUITE_EXAMPLES=") and "--soak-seed=" in replay and "--soak-deadline" not in replay
+
+
+def test_what_a_soak_finds_is_replayed_by_the_next_gate(tmp_path):
+    found = run_soak(tmp_path, SOFTMAX_SUITE_PLANT_LOSS="from")
+    assert found.returncode == 1 and "test_planted_value" in (tmp_path / "soak.md").read_text()
+    gate = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:xdist", SCENARIO, "-k", "value"]
+    env = {**__import__("os").environ, "CI": "1", "SOFTMAX_SUITE_PLANT_LOSS": "exact"}
+    alone = subprocess.run(gate, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert alone.returncode == 0, alone.stdout[-2000:]  # 25 derandomised examples never draw 123456
+    replayed = subprocess.run(gate, cwd=ROOT, env={**env, "SOFTMAX_SUITE_EXAMPLES": str(tmp_path / "examples")},
+                              capture_output=True, text=True, timeout=300)
+    assert replayed.returncode == 1 and "n=123456" in replayed.stdout, replayed.stdout[-2000:]

@@ -19,3 +19,12 @@ def test_slow_examples(n):
 
 def test_planted_failure():
     assert os.environ.get("SOFTMAX_SUITE_PLANT_LOSS") != "1", "the planted failure"
+
+
+@given(st.integers(0, 10**9))
+@timeboxed
+def test_planted_value(n):
+    """``SOFTMAX_SUITE_PLANT_LOSS=from``: fails from 123456 on (a soak finds it and shrinks it to
+    123456); ``=exact``: fails at 123456 alone, which only a replay of the example database reaches."""
+    plant = os.environ.get("SOFTMAX_SUITE_PLANT_LOSS")
+    assert not (plant == "from" and n >= 123456 or plant == "exact" and n == 123456), "the planted value"
