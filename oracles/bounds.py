@@ -232,7 +232,10 @@ def sum_terms(x: np.ndarray, weights: np.ndarray, out: Format, profile: Precisio
     gap = np.where(regular, x - peak, 0.0)
     # Past the underflow threshold the term is below C's smallest subnormal: it may be lost
     # entirely (relative error 1), and only its absolute error, a few subnormal ulps, counts.
-    lost = gap < -underflow_gap(c)
+    # For fp64 compute that threshold lies a little below where float64's own exp gives 0:
+    # those terms are lost too (their relative error would be 0 * inf).
+    with np.errstate(under="ignore"):
+        lost = (gap < -underflow_gap(c)) | (np.exp(gap) == 0)
     recovered = ar.exact_gap | (c == FP64)  # the gap's rounding is undone, or fp64 leaves at most 2^-53 |d|
     gap_rounding = np.where(lost, 0.0, np.where(recovered, 0.0, np.abs(round_float64(np.where(lost, 0.0, gap), c)
                                                                        - gap)) + abs(gap) * 2.0**-53)

@@ -188,3 +188,15 @@ def test_torch_cuda_log_softmax_rounding_of_max_plus_log_sum_is_bounded():
     oracle = correctly_rounded.softmax(x, 0, log=True)
     profile = PrecisionProfile(profiles.TORCH_CUDA, profiles.ORDER_FREE)
     assert not measure("torch on CUDA", x, 0, y.t(), oracle, profile, log=True).violations.any()
+
+
+@pytest.mark.parametrize("log", [False, True], ids=["softmax", "log_softmax"])
+def test_terms_that_float64_exp_flushes_to_zero_do_not_void_a_float64_profile(log):
+    """Gaps in (-745.44, -745.13): past float64's exp, short of the lost-term threshold.  Their weight 0
+    times an infinite relative error made the row's sum error NaN, and every bound of the row infinite
+    (full_softmax's fp16 log_softmax on CUDA, a row of uniform * 1000, in the nightly H100 soak)."""
+    x = torch.tensor([[0.0, -745.25, -745.3, -1.0, -3.5]])
+    profile = PrecisionProfile(profiles.FULL_SOFTMAX_ARITHMETIC["cuda", "wide"], Reduction("triton-block", 8))
+    exact = correctly_rounded.softmax(x, -1, log=log).exact
+    bound = (log_softmax_bound if log else softmax_bound)(x.double().numpy(), exact, format_of(x.dtype), profile)
+    assert np.isfinite(bound[:, [0, 3, 4]]).all(), bound
