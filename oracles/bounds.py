@@ -214,7 +214,8 @@ class SumTerms:
     """What softmax and log_softmax bounds share: the row's gaps and the error of its sum."""
 
     regular: np.ndarray  # entries judged by a bound (finite input, finite exact result)
-    gap_rounding: np.ndarray  # |fl_C(x_i - m) - (x_i - m)|
+    gap_error: np.ndarray  # |fl_C(x_i - m) - (x_i - m)|, which log_softmax's result carries whatever the gap
+    gap_rounding: np.ndarray  # the same where the term still counts in the sum, else 0
     tau: np.ndarray  # relative error of exp from the gap's rounding
     exp_error: np.ndarray  # c0 + c1 |d|, in ulps of C
     a: np.ndarray  # relative error of each exponential
@@ -237,8 +238,10 @@ def sum_terms(x: np.ndarray, weights: np.ndarray, out: Format, profile: Precisio
     with np.errstate(under="ignore"):
         lost = (gap < -underflow_gap(c)) | (np.exp(gap) == 0)
     recovered = ar.exact_gap | (c == FP64)  # the gap's rounding is undone, or fp64 leaves at most 2^-53 |d|
-    gap_rounding = np.where(lost, 0.0, np.where(recovered, 0.0, np.abs(round_float64(np.where(lost, 0.0, gap), c)
-                                                                       - gap)) + abs(gap) * 2.0**-53)
+    with np.errstate(over="ignore", invalid="ignore"):
+        gap_error = np.where(recovered, 0.0, np.abs(round_float64(gap, c) - gap)) + np.abs(gap) * 2.0**-53
+        gap_error = np.where(np.isfinite(gap), gap_error, np.inf)  # x - m overflowed float64 itself
+    gap_rounding = np.where(lost, 0.0, gap_error)  # a lost term's rounding no longer matters to the sum
     tau = np.expm1(gap_rounding)
     exp_error = ar.exp_ulps + ar.exp_ulps_per_gap * np.minimum(np.abs(gap), underflow_gap(c))
     e = np.where(lost, 1.0, np.exp(gap))  # positive wherever it is used
@@ -255,7 +258,7 @@ def sum_terms(x: np.ndarray, weights: np.ndarray, out: Format, profile: Precisio
     terms = np.sum(regular, axis=-1, keepdims=True)
     h = np.minimum(profile.reduction.depth(n), np.maximum(terms - 1, 0))
     gamma = np.where(h * u < 1, h * u / np.maximum(1 - h * u, u), np.inf)
-    return SumTerms(regular, gap_rounding, tau, exp_error, a, w, gamma)
+    return SumTerms(regular, gap_error, gap_rounding, tau, exp_error, a, w, gamma)
 
 
 def softmax_bound(x: np.ndarray, exact: np.ndarray, out: Format, profile: PrecisionProfile) -> np.ndarray:
@@ -305,7 +308,7 @@ def log_softmax_bound(x: np.ndarray, exact: np.ndarray, out: Format, profile: Pr
             log_error = log_error + 2 * out.unit_roundoff + 0.5 * ulp(np.abs(log_total) * (1 + 2.0**-10), out)
         if ar.log_shift_rounded:
             log_error = log_error + 0.5 * ulp(np.abs(np.where(t.regular, peak, 0.0) + log_total) * (1 + 2.0**-10), c)
-        error = t.gap_rounding + shift + log_error + ar.log_result_ulps * ulp(np.abs(f) + shift + log_error, c)
+        error = t.gap_error + shift + log_error + ar.log_result_ulps * ulp(np.abs(f) + shift + log_error, c)
         error = error + conversion_error(np.abs(f) + error, np.abs(f) - error, out, ar)
         bound = error / ulp(f, out)
     return np.where(t.regular & (t.w < 1) & (t.gamma < 1), bound, np.where(t.regular, np.inf, np.nan))
