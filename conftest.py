@@ -3,7 +3,8 @@
 Profiles (pick with ``--hypothesis-profile NAME`` or ``HYPOTHESIS_PROFILE``):
 
 * ``dev``: the default on a workstation: a quick, randomised look;
-* ``ci``: loaded when ``CI`` is set: derandomised (the same examples every run),
+* ``ci``: loaded when ``CI`` is set: each test's seed pinned (the same examples
+  every run, whatever the tests' source; :mod:`harness.seeding`),
   no deadline (kernels JIT-compile on first call), a budget that keeps the run
   on two CPU cores well under the CI limit;
 * ``nightly``: ten times the ``ci`` budget, randomised, with Hypothesis's
@@ -15,9 +16,7 @@ Profiles (pick with ``--hypothesis-profile NAME`` or ``HYPOTHESIS_PROFILE``):
 
 ``SOFTMAX_SUITE_EXAMPLES=DIR`` keeps failing examples in a directory database
 that every profile reads first, so a failure found by the nightly run replays
-in the next gate run.  Hypothesis cannot derandomise while it reads a
-database, nor use one under ``--hypothesis-seed``, so ``ci`` then pins each
-test's seed to 0 instead (:mod:`harness.soak`): still the same examples every run.
+in the next gate run.
 """
 
 import atexit
@@ -32,7 +31,7 @@ from hypothesis.internal.conjecture import providers
 
 from harness.profiles import default_profile
 
-pytest_plugins = ["harness.payload", "harness.plugin", "harness.soak", "report.plugin"]
+pytest_plugins = ["harness.payload", "harness.plugin", "harness.seeding", "harness.soak", "report.plugin"]
 
 CI_EXAMPLES = 25
 EXAMPLES_DIR = os.environ.get("SOFTMAX_SUITE_EXAMPLES")

@@ -12,13 +12,10 @@ first: the next gate run with the same variable replays what the soak found.  Th
 end writes ``OUT/soak.json`` and ``OUT/soak.md`` (rounds, seeds, minutes, examples
 per test, every failure with its replay) and exits 1 if any round failed or erred.
 
-Seeds.  Hypothesis ignores its example database under ``--hypothesis-seed``,
-under ``@seed`` and when derandomised, so a round's seed (``--soak-seed``), and
-the seed 0 of a ``ci`` run given an example database, are pinned on each test
-as the seed ``@seed`` would set, without its ``database=None``: on the test
-functions at collection, and by :func:`timeboxed` on the bodies that tests
-define inside themselves.  Such runs draw the same examples every time and
-still replay the database first (tests/test_soak.py checks both).
+Seeds.  A round's seed is the base of every test's pinned seed
+(:mod:`harness.seeding`), which keeps the example database in use: a round
+replays what earlier rounds stored, and its replay line draws the same
+examples again (tests/test_soak.py checks both).
 
 Plugin (loaded by the root conftest; inert without ``--soak-deadline``):
 
@@ -49,13 +46,12 @@ import pytest
 from hypothesis.errors import UnsatisfiedAssumption
 
 from . import payload
-from .profiles import active_profile
+from .seeding import pin_seed
 
 EXAMPLES = "examples"  # the payload kind: examples a test ran
 _test_deadline: float | None = None  # the running test's end of share (this process)
 _ran = 0  # examples the running test ran
 _failed = False  # whether one of them failed: Hypothesis then replays it, and must see it fail again
-_seed: int | None = None  # the seed pinned on every test, if any
 
 
 def timeboxed(test):
@@ -84,14 +80,6 @@ def timeboxed(test):
     return pin_seed(body)
 
 
-def pin_seed(test):
-    """Give a test (or the body ``@given`` wraps) the pinned seed.  ``hypothesis.seed`` would also
-    switch the example database off; the attribute it sets is all ``@given`` needs."""
-    if _seed is not None:
-        test._hypothesis_internal_use_seed = _seed
-    return test
-
-
 def per_test_seconds(minutes: float, workers: int, tests: int) -> float:
     """An equal share of a round for each test: the round's worker-seconds over the tests."""
     return minutes * 60 * max(workers, 1) / max(tests, 1)
@@ -103,22 +91,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="soak: end of the time box (seconds since the epoch); set by python -m harness.soak")
     group.addoption("--soak-minutes", type=float, metavar="M", help="soak: minutes of a round, shared by the tests")
     group.addoption("--soak-log", metavar="FILE", help="soak: write each test's outcome, duration, examples here")
-    group.addoption("--soak-seed", type=int, metavar="N",
-                    help="pin every Hypothesis test's seed to N, keeping the example database in use")
-
-
-def pinned_seed(config: pytest.Config) -> int | None:
-    """The seed every test takes: --soak-seed, or 0 for a ci run that reads an example database."""
-    if config.getoption("soak_seed") is not None:
-        return config.getoption("soak_seed")
-    if os.environ.get("SOFTMAX_SUITE_EXAMPLES") and active_profile(config) == "ci":
-        return 0
-    return None
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    global _seed
-    _seed = pinned_seed(config)
     if config.getoption("soak_log") and not hasattr(config, "workerinput"):
         config.pluginmanager.register(SoakLog(Path(config.getoption("soak_log"))), "softmax-soak-log")
 
@@ -127,9 +102,6 @@ SHARE = pytest.StashKey[float]()
 
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list) -> None:
-    for item in items:
-        if getattr(getattr(item, "obj", None), "is_hypothesis_test", False):
-            pin_seed(item.obj)
     if config.getoption("soak_deadline") is not None:
         workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
         config.stash[SHARE] = per_test_seconds(config.getoption("soak_minutes") or 1.0, workers, len(items))

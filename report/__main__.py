@@ -1,9 +1,11 @@
-"""``python -m report compare OLD.json NEW.json``: what improved and what regressed between two runs.
+"""``python -m report compare OLD.json NEW.json [NEWER.json ...]``: what improved and what regressed.
 
-Both files are ``accuracy.json`` reports (``--accuracy-report``); categories are
-compared with the regression gate's rules and slack (:mod:`report.baseline`).
-Bitwise invariances that held in OLD and broke in NEW count as regressions.
-Exit status 1 when something regressed or disappeared, for nightly trend jobs.
+The files are ``accuracy.json`` reports (``--accuracy-report``), oldest first;
+each is compared with the one before it under the regression gate's rules and
+slack (:mod:`report.baseline`), and a trend table follows for three or more.
+Bitwise invariances that held before and broke after count as regressions, and
+so does a kernel that vanished.  Exit status 1 when the newest report regressed
+against the one before it, for nightly trend jobs.
 """
 
 from __future__ import annotations
@@ -25,25 +27,54 @@ def load_categories(path: Path) -> tuple[dict, dict, dict]:
         raise SystemExit(f"{path}: not an accuracy.json report ({error})") from None
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m report", description=__doc__.splitlines()[0])
-    commands = parser.add_subparsers(dest="command", required=True)
-    compare = commands.add_parser("compare", help="compare two accuracy.json reports")
-    compare.add_argument("old", type=Path)
-    compare.add_argument("new", type=Path)
-    args = parser.parse_args(argv)
-
-    old_run, old, old_held = load_categories(args.old)
-    new_run, new, new_held = load_categories(args.new)
+def pair(old_path: Path, new_path: Path) -> list[baseline.Finding]:
+    """Print what changed from one report to the next; the findings."""
+    old_run, old, old_held = load_categories(old_path)
+    new_run, new, new_held = load_categories(new_path)
     reference = baseline.build(old, backend=old_run.get("backend"), profile=old_run.get("profile"), run=old_run)
-    findings = baseline.compare(reference["kernels"], new) + baseline.compare_invariances(old_held, new_held)
-    print(f"old: {args.old} ({old_run.get('git_commit')}, {old_run.get('started')})")
-    print(f"new: {args.new} ({new_run.get('git_commit')}, {new_run.get('started')})")
+    findings = (baseline.compare(reference["kernels"], new) + baseline.vanished(reference["kernels"], new)
+                + baseline.compare_invariances(old_held, new_held))
+    print(f"old: {old_path} ({old_run.get('git_commit')}, {old_run.get('started')})")
+    print(f"new: {new_path} ({new_run.get('git_commit')}, {new_run.get('started')})")
     for title, verdicts in (("regressed", ("regressed", "disappeared", "lost")), ("improved", ("improved", "gained")),
-                            ("new categories", ("new",))):
+                            ("new", ("new", "not gated"))):
         rows = [f for f in findings if f.verdict in verdicts]
         print(f"\n{title}: {len(rows)}")
         for line in baseline.table(rows, only_failures=False):
+            print("  " + line)
+    return findings
+
+
+def trend(paths: list[Path]) -> list[str]:
+    """Rows kernel, category, metric, then the metric in each report, for what changed along the way."""
+    series: dict[tuple[str, str, str], list[str]] = {}
+    for index, path in enumerate(paths):
+        for kernel, groups in load_categories(path)[1].items():
+            for key, stats in groups.items():
+                for metric in baseline.SLACK:
+                    value = stats["kernel"][metric]
+                    cells = series.setdefault((kernel, key, metric), ["-"] * len(paths))
+                    cells[index] = "-" if value is None else f"{value:{baseline.SHOWN}}"
+    rows = [("kernel", "category", "metric", *(f"#{i + 1}" for i in range(len(paths))))]
+    rows += [(*key, *cells) for key, cells in sorted(series.items()) if len(set(cells)) > 1]
+    return baseline.aligned(rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m report", description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    compare = commands.add_parser("compare", help="compare accuracy.json reports, oldest first")
+    compare.add_argument("reports", type=Path, nargs="+", metavar="REPORT")
+    args = parser.parse_args(argv)
+    if len(args.reports) < 2:
+        parser.error("compare needs two reports at least, oldest first")
+    findings = []
+    for old, new in zip(args.reports, args.reports[1:]):
+        findings = pair(old, new)
+        print()
+    if len(args.reports) > 2:
+        print("trend (what changed along the way):")
+        for line in trend(args.reports):
             print("  " + line)
     return 1 if any(f.fails for f in findings) else 0
 

@@ -21,6 +21,7 @@ from pathlib import Path
 
 SCHEMA_VERSION = 1
 SLACK = {"max_ulp": (1.0, 0.10), "mean_ulp": (0.05, 0.10)}  # metric -> (absolute, relative)
+SHOWN = ".4g"  # how the tables show a metric: a change below it is no finding
 
 
 class BaselineError(ValueError):
@@ -76,6 +77,7 @@ def build(categories: dict, *, backend: str, profile: str, run: dict, invariance
         "profile": profile,
         "device": run.get("device"),
         "cpu_capability": run.get("cpu_capability"),
+        "draws": run.get("draws"),
         "made_by": {key: run.get(key) for key in ("git_commit", "versions", "started")},
         "kernels": {
             kernel: {key: {metric: stats["kernel"][metric] or 0.0 for metric in SLACK} | {"records": stats["records"]}
@@ -89,6 +91,18 @@ def build(categories: dict, *, backend: str, profile: str, run: dict, invariance
 def write(path: Path, baseline: dict) -> None:
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     Path(path).write_text(json.dumps(baseline, indent=1, sort_keys=True) + "\n")
+
+
+def other_draws(reference: dict, run: dict) -> str | None:
+    """Why this run's inputs are not the ones the baseline's statistics came from, if they are not.
+
+    Statistics of other inputs say nothing of a kernel: compared, they flagged correct kernels.
+    """
+    made, now = reference.get("draws"), run.get("draws")
+    if made == now:
+        return None
+    return (f"the suite draws other inputs than the baseline's (fingerprint {made} there, {now} here: other "
+            "strategies, Hypothesis version or seeding); remake the baseline with --update-baseline")
 
 
 def machine_bound(reference: dict, run: dict) -> dict[str, str]:
@@ -111,7 +125,7 @@ class Finding:
     metric: str
     baseline: float | None
     now: float | None
-    verdict: str  # "regressed", "disappeared", "lost", "improved", "new", "gained"
+    verdict: str  # "regressed", "disappeared", "lost", "improved", "new", "gained", "not gated"
 
     @property
     def fails(self) -> bool:
@@ -124,10 +138,15 @@ def allowed(metric: str, old: float) -> float:
 
 
 def compare(baseline_kernels: dict, categories: dict) -> list[Finding]:
-    """Findings for every kernel that ran; kernels of the baseline that did not run are not judged."""
+    """Findings for every kernel that ran; kernels of the baseline that did not run are not judged,
+    and a kernel the baseline does not hold is named as not gated."""
     findings = []
     for kernel, now_groups in categories.items():
-        old_groups = baseline_kernels.get(kernel, {})
+        if kernel not in baseline_kernels:
+            records = sum(group["records"] for group in now_groups.values())
+            findings.append(Finding(kernel, "all categories", "records", None, records, "not gated"))
+            continue
+        old_groups = baseline_kernels[kernel]
         for key, old in sorted(old_groups.items()):
             if key not in now_groups:
                 findings.append(Finding(kernel, key, "records", old.get("records"), None, "disappeared"))
@@ -136,11 +155,18 @@ def compare(baseline_kernels: dict, categories: dict) -> list[Finding]:
                 value = now_groups[key]["kernel"][metric] or 0.0  # None: the category holds no element
                 if value > allowed(metric, old[metric]):
                     findings.append(Finding(kernel, key, metric, old[metric], value, "regressed"))
-                elif value < old[metric]:
+                elif value < old[metric] and f"{value:{SHOWN}}" != f"{old[metric]:{SHOWN}}":
                     findings.append(Finding(kernel, key, metric, old[metric], value, "improved"))
         for key in sorted(set(now_groups) - set(old_groups)):
             findings.append(Finding(kernel, key, "records", None, now_groups[key]["records"], "new"))
     return findings
+
+
+def vanished(baseline_kernels: dict, categories: dict) -> list[Finding]:
+    """Kernels the baseline (or an older report) holds that this run does not."""
+    return [Finding(kernel, "all categories", "records", sum(group["records"] for group in groups.values()), None,
+                    "disappeared")
+            for kernel, groups in sorted(baseline_kernels.items()) if kernel not in categories]
 
 
 def compare_invariances(baseline_held: dict, held: dict) -> list[Finding]:
@@ -160,10 +186,13 @@ def compare_invariances(baseline_held: dict, held: dict) -> list[Finding]:
 def table(findings: list[Finding], *, only_failures: bool) -> list[str]:
     """Aligned text rows: kernel, category, metric, baseline, now, verdict."""
     rows = [("kernel", "category", "metric", "baseline", "now", "verdict")]
-    rows += [(f.kernel, f.category, f.metric, "-" if f.baseline is None else f"{f.baseline:.4g}",
-              "-" if f.now is None else f"{f.now:.4g}", f.verdict)
+    rows += [(f.kernel, f.category, f.metric, "-" if f.baseline is None else f"{f.baseline:{SHOWN}}",
+              "-" if f.now is None else f"{f.now:{SHOWN}}", f.verdict)
              for f in findings if f.fails or not only_failures]
-    if len(rows) == 1:
-        return []
+    return aligned(rows) if len(rows) > 1 else []
+
+
+def aligned(rows: list[tuple[str, ...]]) -> list[str]:
+    """Rows of cells as lines of left-aligned columns."""
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     return ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
-from harness import payload
+from harness import payload, seeding
 from harness.plugin import BACKEND
 from harness.profiles import active_profile
 
@@ -43,6 +43,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "('auto': baselines/<backend>.json); the run uses the baseline's Hypothesis profile")
     group.addoption("--update-baseline", action="store_true",
                     help="write this run's categories to the --accuracy-baseline file instead of gating")
+    group.addoption("--require-baseline", action="store_true",
+                    help="fail the gate for a kernel the baseline does not hold (default: named, not gated)")
 
 
 def is_controller(config: pytest.Config) -> bool:
@@ -63,8 +65,11 @@ def pytest_configure(config: pytest.Config) -> None:
     if config.getoption("update_baseline"):
         if path is None:
             raise pytest.UsageError("--update-baseline needs --accuracy-baseline FILE|auto")
-        if not settings.get_profile(active_profile(config)).derandomize and config.getoption("hypothesis_seed") is None:
-            raise pytest.UsageError("a baseline must come from a derandomised run: add --hypothesis-profile ci")
+        reproducible = (seeding.pinned_base(config) is not None or config.getoption("hypothesis_seed") is not None
+                        or settings.get_profile(active_profile(config)).derandomize)
+        if not reproducible:
+            raise pytest.UsageError("a baseline must come from a run that draws the same inputs every time: "
+                                    "add --hypothesis-profile ci")
         return
     if path is None:
         return
@@ -106,14 +111,14 @@ def run_metadata(config: pytest.Config) -> dict:
     import triton
 
     backend = config.stash[BACKEND]
-    seed = config.getoption("hypothesis_seed")
     return {
         "backend": backend.name,
         "device": backend.device_name,
         # ATen's CPU kernels differ by instruction set (AVX2, AVX512): torch's CPU numbers with them.
         "cpu_capability": torch.backends.cpu.get_cpu_capability(),
         "profile": active_profile(config),
-        "seed": "derandomized" if settings.default.derandomize else (seed or "random"),
+        "seed": seeding.described(config),
+        "draws": seeding.draws_fingerprint(),
         "git_commit": git_commit(config.rootpath),
         "started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "versions": {"python": platform.python_version(), "torch": torch.__version__, "triton": triton.__version__,
@@ -148,6 +153,12 @@ class Gatherer:
         self.findings: list[baseline.Finding] = []
         self.unjudged: dict[str, str] = {}  # kernel -> why the gate cannot judge it on this machine
         self.written: list[Path] = []
+        self.baseline_written: Path | None = None
+
+    @property
+    def measured(self) -> set[str]:
+        """The kernels whose accuracy or invariances this run measured."""
+        return set(self.categories) | set(self.invariances)
 
     @property
     def missing(self) -> list[str]:
@@ -177,15 +188,19 @@ class Gatherer:
             built = baseline.build(self.categories, backend=run["backend"], profile=run["profile"], run=run,
                                    invariances=held)
             baseline.write(path, built)
-            self.written.append(path)
-        elif path is not None:
+            self.baseline_written = path
+        elif path is not None and self.measured:
             reference = baseline.load(path, run["backend"])
-            self.unjudged = baseline.machine_bound(reference, run)
+            stale = baseline.other_draws(reference, run)
+            unjudged = dict.fromkeys(self.measured, stale) if stale else baseline.machine_bound(reference, run)
+            self.unjudged = {kernel: why for kernel, why in unjudged.items() if kernel in self.measured}
             judged = {kernel: groups for kernel, groups in self.categories.items() if kernel not in self.unjudged}
             self.findings = baseline.compare(reference["kernels"], judged)
             self.findings += baseline.compare_invariances(
                 reference.get("invariances", {}), {k: v for k, v in held.items() if k not in self.unjudged})
-            if any(f.fails for f in self.findings) and session.exitstatus == pytest.ExitCode.OK:
+            strict = config.getoption("require_baseline")
+            if any(f.fails or strict and f.verdict == "not gated" for f in self.findings) \
+                    and session.exitstatus == pytest.ExitCode.OK:
                 session.exitstatus = pytest.ExitCode.TESTS_FAILED
         if directory:
             gate = baseline.table(self.findings, only_failures=False)
@@ -219,9 +234,17 @@ class Gatherer:
             terminalreporter.write_sep("-", "accuracy regressions against the baseline", red=True)
             for line in failures:
                 write(line)
-        elif path is not None and not config.getoption("update_baseline"):
+        elif path is not None and not config.getoption("update_baseline") and self.measured:
             write(f"accuracy gate: no regression against {path}")
+        elif path is not None and not config.getoption("update_baseline"):
+            write(f"accuracy gate: this run measured no accuracy and no invariance: nothing judged against {path}")
+        for finding in self.findings:
+            if finding.verdict == "not gated":
+                fails = " (fails: --require-baseline)" if config.getoption("require_baseline") else ""
+                write(f"accuracy gate: {finding.kernel} is not in {path}: not gated{fails}")
         for kernel, why in self.unjudged.items():
             write(f"accuracy gate: {kernel} not judged: {why}")
+        if self.baseline_written:
+            write(f"accuracy baseline: wrote {self.baseline_written}")
         for written in self.written:
             write(f"accuracy report: wrote {written}")

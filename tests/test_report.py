@@ -3,11 +3,14 @@
 import contextlib
 import hashlib
 import json
+import re
 import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 
+import hypothesis
 import pytest
 
+from harness import seeding
 from report import baseline
 from report.__main__ import main as report_cli
 
@@ -83,6 +86,7 @@ def test_gate_fails_a_planted_precision_loss_and_passes_the_real_kernel(run_pyte
                       "--update-baseline")
     assert made.returncode == 0, made.stdout[-3000:]
     assert baseline.load(reference, "cpu" if "cpu (Triton" in made.stdout else "cuda")
+    assert f"accuracy baseline: wrote {reference}" in made.stdout and "accuracy report: wrote" not in made.stdout
 
     same = run_pytest(*ACCURACY, "--kernel", GATE_KERNEL, "--accuracy-baseline", str(reference))
     assert same.returncode == 0, same.stdout[-3000:]
@@ -94,6 +98,45 @@ def test_gate_fails_a_planted_precision_loss_and_passes_the_real_kernel(run_pyte
     assert "passed" in lossy.stdout and "failed" not in lossy.stdout.splitlines()[-1]  # tests pass, the gate fails
     table = lossy.stdout.split("accuracy regressions against the baseline")[1]
     assert "mean_ulp" in table and "regressed" in table
+
+    # torch's note about instruction sets belongs to runs of torch alone.
+    other = json.loads(reference.read_text())
+    reference.write_text(json.dumps({**other, "cpu_capability": "an instruction set of another CPU"}))
+    elsewhere = run_pytest(*ACCURACY, "--kernel", GATE_KERNEL, "--accuracy-baseline", str(reference))
+    assert elsewhere.returncode == 0 and "no regression" in elsewhere.stdout, elsewhere.stdout[-3000:]
+    assert "torch not judged" not in elsewhere.stdout
+
+    # Statistics of other inputs (another Hypothesis, other strategies) say nothing of a kernel.
+    other["draws"] = "drawn-elsewhere"
+    for stats in other["kernels"]["tests.scenarios.gate_kernel:softmax"].values():
+        stats.update(max_ulp=0.0, mean_ulp=0.0)
+    reference.write_text(json.dumps(other))
+    stale = run_pytest(*ACCURACY, "--kernel", GATE_KERNEL, "--accuracy-baseline", str(reference))
+    assert stale.returncode == 0, stale.stdout[-3000:]
+    assert "not judged: the suite draws other inputs than the baseline's" in stale.stdout
+
+
+def test_a_kernel_the_baseline_does_not_hold_is_named_and_fails_only_when_required(run_pytest, tmp_path):
+    reference = tmp_path / "baseline.json"
+    made = run_pytest(*ACCURACY, "--kernel", GATE_KERNEL, "--accuracy-baseline", str(reference), "--update-baseline")
+    assert made.returncode == 0, made.stdout[-3000:]
+    named = f"accuracy gate: torch is not in {reference}: not gated"
+    lenient = run_pytest(*ACCURACY, "--kernel", "torch", "--accuracy-baseline", str(reference))
+    assert lenient.returncode == 0 and named in lenient.stdout, lenient.stdout[-3000:]
+    assert "no regression" not in lenient.stdout.replace("no regression against", "")  # no silent pass
+    strict = run_pytest(*ACCURACY, "--kernel", "torch", "--accuracy-baseline", str(reference), "--require-baseline")
+    assert strict.returncode == pytest.ExitCode.TESTS_FAILED and f"{named} (fails" in strict.stdout
+    nothing = run_pytest("--collect-only", *ACCURACY, "--accuracy-baseline", str(reference))
+    assert nothing.returncode == 0 and "measured no accuracy and no invariance: nothing judged" in nothing.stdout
+    assert "no regression" not in nothing.stdout
+
+
+def test_the_committed_cpu_baseline_holds_the_inputs_the_suite_draws():
+    made = json.loads((ROOT / "baselines" / "cpu.json").read_text())
+    if made["made_by"]["versions"]["hypothesis"] != hypothesis.__version__:
+        pytest.skip(f"the baseline was drawn by Hypothesis {made['made_by']['versions']['hypothesis']}")
+    assert made.get("draws") == seeding.draws_fingerprint(), \
+        "the suite's draws changed: remake baselines/cpu.json (README, 'Reports and the regression gate')"
 
 
 @pytest.mark.parametrize("content,message", [
@@ -121,6 +164,21 @@ def fake_report(path, max_ulp: float, mean_ulp: float) -> None:
     stats = {"max_ulp": max_ulp, "mean_ulp": mean_ulp}
     path.write_text(json.dumps({"run": {"backend": "cpu", "profile": "ci"},
                                 "categories": {"k": {"softmax/float32/normal": {"records": 3, "kernel": stats}}}}))
+
+
+def test_compare_follows_a_trend_names_vanished_kernels_and_no_change_below_what_it_shows(tmp_path, capsys):
+    first, same, gone, third = (tmp_path / f"{name}.json" for name in ("first", "same", "gone", "third"))
+    fake_report(first, 10, 11.14)
+    fake_report(same, 10, 11.1400001)  # shown as 11.14 both times: no finding
+    assert report_cli(["compare", str(first), str(same)]) == 0
+    assert "improved: 0" in capsys.readouterr().out
+    gone.write_text(json.dumps({"run": {"backend": "cpu", "profile": "ci"}, "categories": {}}))
+    assert report_cli(["compare", str(first), str(gone)]) == 1
+    assert re.search(r"k +all categories +records +3 +- +disappeared", capsys.readouterr().out)
+    fake_report(third, 11, 11.0)  # within the slack of 1 ULP
+    assert report_cli(["compare", str(first), str(same), str(third)]) == 0
+    trend = capsys.readouterr().out.split("trend (what changed along the way):")[1]
+    assert re.search(r"k +softmax/float32/normal +max_ulp +10 +10 +11", trend)
 
 
 def test_compare_says_what_regressed_and_what_improved(tmp_path, capsys):

@@ -1,6 +1,7 @@
 """The soak: time-boxed rounds that end every test within its share and report what failed."""
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -46,7 +47,7 @@ def test_a_spent_share_ends_the_examples_left_but_never_a_failures_replays(monke
 
 def run_soak(tmp_path, **env):
     return subprocess.run([sys.executable, "-m", "harness.soak", "--minutes", "0.25", "--out", str(tmp_path),
-                           "--", "-p", "no:xdist", SCENARIO], cwd=ROOT, env={**__import__("os").environ, **env},
+                           "--", "-p", "no:xdist", SCENARIO], cwd=ROOT, env={**os.environ, **env},
                           capture_output=True, text=True, timeout=300)
 
 
@@ -75,9 +76,41 @@ def test_what_a_soak_finds_is_replayed_by_the_next_gate(tmp_path):
     found = run_soak(tmp_path, SOFTMAX_SUITE_PLANT_LOSS="from")
     assert found.returncode == 1 and "test_planted_value" in (tmp_path / "soak.md").read_text()
     gate = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:xdist", SCENARIO, "-k", "value"]
-    env = {**__import__("os").environ, "CI": "1", "SOFTMAX_SUITE_PLANT_LOSS": "exact"}
+    env = {**os.environ, "CI": "1", "SOFTMAX_SUITE_PLANT_LOSS": "exact"}
     alone = subprocess.run(gate, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
-    assert alone.returncode == 0, alone.stdout[-2000:]  # 25 derandomised examples never draw 123456
+    assert alone.returncode == 0, alone.stdout[-2000:]  # 25 pinned-seed examples never draw 123456
     replayed = subprocess.run(gate, cwd=ROOT, env={**env, "SOFTMAX_SUITE_EXAMPLES": str(tmp_path / "examples")},
                               capture_output=True, text=True, timeout=300)
     assert replayed.returncode == 1 and "n=123456" in replayed.stdout, replayed.stdout[-2000:]
+
+
+DRAWING_TEST = """
+from hypothesis import given, strategies as st
+
+@given(st.integers())
+def test_draws(n):
+{edit}    with open("draws.txt", "a") as f:
+        f.write(f"{{n}}\\n")
+"""
+CI_PROFILE_ONLY = """
+from hypothesis import settings
+pytest_plugins = ["harness.seeding"]
+settings.register_profile("ci", max_examples=20, derandomize=True, database=None)
+"""
+
+
+def test_an_edit_of_a_tests_source_moves_none_of_its_ci_draws(tmp_path):
+    """Derandomised draws follow a hash of the test's source: the ci gate drew other inputs than
+    its baseline's after an edit of a test, and flagged correct kernels.  The pinned seed holds."""
+    draws = []
+    for name, edit in (("before", ""), ("after", "    n = int(n)  # an edit that changes no draw\n")):
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / "test_draws.py").write_text(DRAWING_TEST.format(edit=edit))
+        (folder / "conftest.py").write_text(CI_PROFILE_ONLY)
+        run = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:xdist",
+                              "--hypothesis-profile", "ci", "test_draws.py"], cwd=folder,
+                             env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=300)
+        assert run.returncode == 0, run.stdout[-2000:]
+        draws.append((folder / "draws.txt").read_text().split())
+    assert len(draws[0]) > 1 and draws[0] == draws[1]

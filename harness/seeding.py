@@ -1,0 +1,95 @@
+"""Which seed each Hypothesis test draws from, and a fingerprint of what the gate draws.
+
+A gate run (profile ``ci``) and every soak round pin each test's seed: a base (0 under
+``ci``, the round's ``--soak-seed`` in a soak) plus a hash of the test's qualified name.
+Not ``derandomize``: it hashes the test's source, so an edit of a test moved its draws and
+the gate compared other inputs with its baseline's (it flagged torch's own softmax).  Not
+``--hypothesis-seed`` nor ``@seed``: Hypothesis then reads no example database, and what a
+soak stored would never be replayed.  The attribute ``@seed`` sets is all ``@given``
+needs: it is set on the test functions at collection and, by
+:func:`harness.soak.timeboxed`, on the bodies that tests define inside themselves.
+
+A baseline's statistics hold for the inputs they came from.  :func:`draws_fingerprint`
+digests the first cases a pinned test draws; the baseline keeps it, and the gate judges
+no kernel against a baseline drawn from other inputs (other strategies, another
+Hypothesis, another seeding).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import zlib
+
+import pytest
+from hypothesis import HealthCheck, Phase, given, settings
+
+from .profiles import active_profile
+
+SCHEME = "base + crc32(module.qualname)"  # part of the fingerprint: a new scheme draws other inputs
+_base: int | None = None  # this process's base seed, if seeds are pinned
+
+
+def seed_of(name: str, base: int) -> int:
+    return (base + zlib.crc32(name.encode())) % 2**32
+
+
+def pin_seed(test):
+    """Give a test (or the body ``@given`` wraps) its pinned seed, if this run pins seeds."""
+    if _base is not None:
+        test._hypothesis_internal_use_seed = seed_of(f"{test.__module__}.{test.__qualname__}", _base)
+    return test
+
+
+def pinned_base(config: pytest.Config) -> int | None:
+    """The base of the seeds tests take: --soak-seed, or 0 in every ci run; None leaves Hypothesis's own."""
+    if config.getoption("soak_seed") is not None:
+        return config.getoption("soak_seed")
+    if active_profile(config) == "ci":
+        return 0
+    return None
+
+
+def described(config: pytest.Config) -> str:
+    """The run's seeding, for the report's metadata."""
+    base = pinned_base(config)
+    if base is not None:
+        return f"pinned: {base} + crc32(test name)"
+    return config.getoption("hypothesis_seed", None) or ("derandomized" if settings.default.derandomize else "random")
+
+
+def draws_fingerprint(examples: int = 40) -> str:
+    """A digest of the first ``examples`` cases a pinned test draws with the gate's base seed."""
+    # Imported here: the kernels import triton, which the backend must first set up.
+    from kernels.registry import Capabilities
+
+    from .strategies import cases
+
+    drawn = []
+
+    @settings(max_examples=examples, database=None, phases=[Phase.generate], deadline=None,
+              suppress_health_check=list(HealthCheck))
+    @given(case=cases(Capabilities(), "cpu"))
+    def draw(case):
+        drawn.append(repr(case))
+
+    draw._hypothesis_internal_use_seed = seed_of("draws_fingerprint", 0)
+    draw()
+    return hashlib.sha256("\n".join([SCHEME, *drawn]).encode()).hexdigest()[:16]
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("softmax", "softmax accuracy suite")
+    group.addoption("--soak-seed", type=int, metavar="N",
+                    help="base of every Hypothesis test's pinned seed (a soak round's), keeping the example "
+                         "database in use")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    global _base
+    _base = pinned_base(config)
+
+
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list) -> None:
+    for item in items:
+        if getattr(getattr(item, "obj", None), "is_hypothesis_test", False):
+            pin_seed(item.obj)
