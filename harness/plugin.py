@@ -25,10 +25,13 @@ import mpmath
 import numpy
 import pytest
 import torch
+from hypothesis import settings
+from hypothesis.errors import InvalidArgument
 
 from . import payload, pinning
 from .backend import CHOICES, Backend, BackendError, activate, resolve_name, runtime
 from .invariance import Invariance
+from .profiles import active_profile
 
 BACKEND = pytest.StashKey[Backend]()
 KERNELS = pytest.StashKey[list]()
@@ -54,6 +57,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
+    profile = active_profile(config)
+    try:
+        settings.get_profile(profile)
+    except InvalidArgument:
+        raise pytest.UsageError(f"--hypothesis-profile {profile!r}: no such profile; the suite registers dev, ci, "
+                                "nightly and mutation (root conftest.py)") from None
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
     torch.set_num_threads(max(1, (os.cpu_count() or 1) // workers))
     try:

@@ -158,7 +158,10 @@ class KernelSpec:
 
     ``precision(backend, x, dim, log)`` gives the kernel's precision profile for
     that call (softmax, or log_softmax when ``log``) on a backend ("cpu",
-    "cuda", "npu"), from which its error bounds are derived.
+    "cuda", "npu"), from which its error bounds are derived.  ``clear_refusals``:
+    an input outside the capabilities must raise the TypeError or ValueError
+    naming the argument (this project's kernels); otherwise, as torch does, any
+    exception refuses it, and an input torch.softmax accepts need not be refused.
     """
 
     name: str
@@ -168,6 +171,7 @@ class KernelSpec:
     masked_softmax: MaskedSoftmax | None = None
     precision: Callable[..., PrecisionProfile] = unknown_profile
     description: str = ""
+    clear_refusals: bool = True
 
 
 _REGISTRY: dict[str, KernelSpec] = {}
@@ -188,6 +192,21 @@ def registered() -> list[KernelSpec]:
     return list(_REGISTRY.values())
 
 
+def imported(selector: str, module_name: str):
+    """The module of a ``--kernel module:function``; ValueError saying what went wrong, and where."""
+    try:
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError as error:
+        if error.name and (module_name + ".").startswith(error.name + "."):
+            raise ValueError(f"--kernel {selector!r}: no module {module_name!r} on the import path: run from the "
+                             f"folder that holds it, or add that folder to PYTHONPATH") from None
+        raise ValueError(f"--kernel {selector!r}: importing {module_name} needs {error.name!r}, "
+                         f"which is not installed ({error})") from None
+    except Exception as error:  # noqa: BLE001  (a SyntaxError or any failure of the user's module)
+        raise ValueError(f"--kernel {selector!r}: importing {module_name} raised "
+                         f"{type(error).__name__}: {error}") from None
+
+
 def resolve(selector: str) -> KernelSpec:
     """A kernel by registered name, or by ``package.module:function`` path."""
     if selector in _REGISTRY:
@@ -196,7 +215,7 @@ def resolve(selector: str) -> KernelSpec:
         known = ", ".join(sorted(_REGISTRY))
         raise ValueError(f"--kernel {selector!r}: not a registered kernel ({known}) nor a 'module:function' path")
     module_name, _, attribute = selector.partition(":")
-    function = getattr(importlib.import_module(module_name), attribute, None)
+    function = getattr(imported(selector, module_name), attribute, None)
     if not callable(function):
         raise ValueError(f"--kernel {selector!r}: {module_name} has no callable {attribute!r}")
     capabilities = getattr(function, "capabilities", USER_CONTRACT)
@@ -211,4 +230,5 @@ def resolve(selector: str) -> KernelSpec:
         masked_softmax=getattr(function, "masked_softmax", None) if capabilities.masked else None,
         precision=getattr(function, "precision", unknown_profile),
         description=f"user kernel {selector}",
+        clear_refusals=False,
     )

@@ -41,3 +41,28 @@ def test_unknown_kernel_is_a_usage_error(run_pytest):
     result = run_pytest("--collect-only", "--kernel", "no_such_kernel", "tests/test_formats.py")
     assert result.returncode == pytest.ExitCode.USAGE_ERROR
     assert "not a registered kernel" in result.stderr
+
+
+@pytest.mark.parametrize("source,selector,message", [
+    (None, "my_absent_kernels:softmax", "no module 'my_absent_kernels' on the import path: run from the folder "
+                                        "that holds it, or add that folder to PYTHONPATH"),
+    ("def softmax(x, dim):\n    return x.softmax(dim\n", "my_kernels:softmax",
+     "importing my_kernels raised SyntaxError"),
+    ("import liger_kernel_not_installed\n", "my_kernels:softmax",
+     "importing my_kernels needs 'liger_kernel_not_installed', which is not installed"),
+    ("raise RuntimeError('no GPU here')\n", "my_kernels:softmax", "importing my_kernels raised RuntimeError: no GPU"),
+    ("softmax = 3\n", "my_kernels:softmax", "my_kernels has no callable 'softmax'"),
+])
+def test_a_broken_user_kernel_module_is_a_usage_error_naming_the_option(run_pytest, tmp_path, source, selector,
+                                                                         message):
+    if source is not None:
+        (tmp_path / "my_kernels.py").write_text(source)
+    result = run_pytest("--collect-only", "--kernel", selector, "tests/test_formats.py", PYTHONPATH=str(tmp_path))
+    assert result.returncode == pytest.ExitCode.USAGE_ERROR, result.stdout[-2000:] + result.stderr[-2000:]
+    assert f"--kernel '{selector}': {message}" in result.stderr
+
+
+def test_an_unknown_hypothesis_profile_is_a_usage_error(run_pytest):
+    result = run_pytest("--collect-only", "--hypothesis-profile", "nosuch", "tests/test_formats.py")
+    assert result.returncode == pytest.ExitCode.USAGE_ERROR, result.stdout[-2000:] + result.stderr[-2000:]
+    assert "--hypothesis-profile 'nosuch': no such profile" in result.stderr

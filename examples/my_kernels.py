@@ -1,0 +1,83 @@
+"""A user's kernel file, the one the README walks through: ``--kernel my_kernels:softmax``.
+
+Run with this folder on the import path (``PYTHONPATH=examples``), as any
+kernel file of yours: the suite imports ``module:function`` like Python does.
+
+* ``softmax``: a Triton softmax, one program per row, that declares what it
+  handles (``capabilities``: 2-D, last dim, contiguous rows of at most 4096
+  elements, fp32/fp16/bf16; anything else is refused with the suite's clear
+  errors), how it computes (``precision``: fp32 Triton arithmetic, one
+  ``tl.sum`` per row, from which the suite derives its error bounds) and which
+  bitwise invariances it promises.
+* ``softmax_half_sum``: the same kernel with a classic bug planted: the row sum
+  accumulates in the input's half dtype.  The suite catches it.
+* ``softmax_bare``: a bare callable that declares nothing.  It is held to
+  torch.softmax's whole contract (any float dtype, rank, dim and layout), judged
+  with the loosest arithmetic the suite knows, and promises no invariance; it
+  may refuse inputs torch refuses with torch's own errors.
+"""
+
+import torch
+import triton
+import triton.language as tl
+
+from kernels.registry import HALF_AND_SINGLE, Capabilities
+from oracles.profiles import triton_block_profile
+
+
+@triton.jit
+def row_softmax_kernel(y_ptr, x_ptr, n_cols, x_row_stride, y_row_stride, BLOCK: tl.constexpr,
+                       HALF_SUM: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)  # 64-bit: row * stride passes 2^31 on large inputs
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    # Padding lanes read -inf: they cannot win the max, and exp(-inf) adds nothing to the sum.
+    x = tl.load(x_ptr + row * x_row_stride + cols, mask=mask, other=-float("inf")).to(tl.float32)
+    numerator = tl.exp(x - tl.max(x, axis=0))
+    if HALF_SUM:  # the planted bug
+        denominator = tl.sum(numerator.to(x_ptr.dtype.element_ty), axis=0).to(tl.float32)
+    else:
+        denominator = tl.sum(numerator, axis=0)
+    tl.store(y_ptr + row * y_row_stride + cols, numerator / denominator, mask=mask)
+
+
+CAPABILITIES = Capabilities(
+    dtypes=HALF_AND_SINGLE, ranks=frozenset({2}), last_dim_only=True, unit_column_stride=True,
+    max_row_length={"cpu": 4096, "cuda": 4096, "npu": 4096},
+)
+
+
+def launch(x: torch.Tensor, dim: int, half_sum: bool) -> torch.Tensor:
+    CAPABILITIES.check(x, dim)  # the clear TypeError / ValueError for anything it does not handle
+    y = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    if x.numel():
+        row_softmax_kernel[(x.shape[0],)](y, x, x.shape[1], x.stride(0), y.stride(0),
+                                          BLOCK=triton.next_power_of_2(x.shape[1]), HALF_SUM=half_sum)
+    return y
+
+
+def precision(backend: str, x: torch.Tensor, dim: int, log: bool = False):
+    """fp32 Triton arithmetic, one tl.sum per row over the padded block, Triton's default 4 warps."""
+    return triton_block_profile(backend, num_warps=4)
+
+
+def softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
+    return launch(x, dim, half_sum=False)
+
+
+def softmax_half_sum(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
+    return launch(x, dim, half_sum=True)
+
+
+for function in (softmax, softmax_half_sum):
+    function.capabilities = CAPABILITIES
+    function.precision = precision
+    function.promises = ("batch", "shift", "determinism", "ties")
+
+
+def softmax_bare(x: torch.Tensor, dim: int) -> torch.Tensor:
+    if x.numel() == 0:  # amax has no identity: an empty row has nothing to normalise
+        return torch.empty_like(x)
+    wide = x.to(torch.promote_types(x.dtype, torch.float32))
+    numerator = (wide - wide.amax(dim, keepdim=True)).exp()
+    return (numerator / numerator.sum(dim, keepdim=True)).to(x.dtype)
