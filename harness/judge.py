@@ -15,6 +15,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+import pytest
 import torch
 
 from kernels import torch_softmax
@@ -23,7 +24,9 @@ from oracles import correctly_rounded
 from oracles.bounds import PrecisionProfile, log_softmax_bound, softmax_bound
 from oracles.correctly_rounded import OracleResult
 from oracles.formats import Format, format_of
-from oracles.ulp import fractional_ulp_error, ulp_distance
+from oracles.ulp import UNRELATED, fractional_ulp_error, ulp_distance
+
+from .strategies import TESTED_DTYPES
 
 
 def as_rows(t: torch.Tensor, dim: int) -> torch.Tensor:
@@ -64,13 +67,17 @@ class Errors:
             return np.where(self.special, 0.0, self.fractional / self.bound)
 
     def summary(self) -> dict:
+        """Statistics of the elements judged by a bound; a NaN or infinity where the oracle's result is
+        finite (or the reverse) is counted apart, as ``non_finite``: no ULP distance means anything there."""
         judged = ~self.special
-        ulps = self.ulps[judged].astype(np.float64)
+        related = judged & (self.ulps != UNRELATED)
+        ulps = self.ulps[related].astype(np.float64)
         return {
             "name": self.name,
             "profile": self.profile.name,
             "elements": int(self.ulps.size),
             "violations": int(self.violations.sum()),
+            "non_finite": int((judged & ~related).sum()),
             "max_ulp": float(ulps.max(initial=0)),
             "mean_ulp": float(ulps.mean()) if ulps.size else 0.0,
             "p99_ulp": float(np.percentile(ulps, 99)) if ulps.size else 0.0,
@@ -123,18 +130,89 @@ class Judgement:
     def explain(self) -> str:
         k = self.kernel
         bad = k.violations
-        score = np.where(bad, np.nan_to_num(k.ratio(), nan=np.inf, posinf=np.inf) + 1, 0)
+        ratio = np.nan_to_num(k.ratio(), nan=np.inf, posinf=np.inf)
+        score = np.where(bad, ratio + 1, np.minimum(ratio, 1))  # a violation first, else the element nearest its bound
         row, col = (int(i) for i in np.unravel_index(int(np.argmax(score)), score.shape))
         kernel, peer = k.summary(), self.peer.summary()
+        specials = int((bad & k.special).sum())
+        got, expected = float(k.outputs[row, col]), float(self.rounded[row, col])
+        if k.special[row, col]:
+            worst = f"got {got!r}, expected exactly {expected!r}: {self.why_exact(row, col)}"
+        else:
+            worst = (f"got {got!r}, correctly rounded {expected!r}, {k.fractional[row, col]:.4g} ULP from exact, "
+                     f"bound {k.bound[row, col]:.4g} ULP")
         return "\n".join([
-            f"{k.name}: {int(bad.sum())} of {bad.size} elements beyond the derived bound ({self.fmt}, {k.profile.name})",
-            f"worst element: row {row}, column {col}: got {float(k.outputs[row, col])!r}, correctly rounded "
-            f"{self.rounded[row, col]!r}, {k.fractional[row, col]:.4g} ULP from exact, bound {k.bound[row, col]:.4g} ULP",
+            f"{k.name}: {int(bad.sum())} of {bad.size} elements beyond the derived bound ({self.fmt}, {k.profile.name})"
+            + (f"; {specials} of them special: results that are exact whatever the rounding" if specials else ""),
+            f"worst element: row {row}, column {col}: {worst}",
             f"that row's input (first 8 of {self.inputs.shape[1]}): {self.inputs[row, :8].tolist()}",
-            f"kernel: max {kernel['max_ulp']:.0f} ULP, mean {kernel['mean_ulp']:.3f}; "
-            f"torch on the same input: max {peer['max_ulp']:.0f} ULP, mean {peer['mean_ulp']:.3f}",
+            f"kernel: max {kernel['max_ulp']:.0f} ULP, mean {kernel['mean_ulp']:.3f}{non_finite(kernel)}; "
+            f"torch on the same input: max {peer['max_ulp']:.0f} ULP, mean {peer['mean_ulp']:.3f}{non_finite(peer)} "
+            f"(statistics of the {int((~k.special).sum())} elements judged by a bound)",
             f"replay: {self.replay}",
         ])
+
+    def why_exact(self, row: int, col: int) -> str:
+        """Why the oracle's result for this element is exact: the special value behind it."""
+        logits = self.inputs[row].double()
+        if math.isnan(self.rounded[row, col]):
+            if logits.isnan().any():
+                return "the row holds a NaN"
+            return "the row holds +inf (inf - inf is undefined)"
+        if logits[col] == -math.inf:
+            return "its logit is -inf (or masked)"
+        return "the row's other entries are -inf (or masked), or it holds +inf"
+
+
+def non_finite(summary: dict) -> str:
+    n = summary["non_finite"]
+    return f", {n} NaN or inf where the oracle's result is finite (or the reverse)" if n else ""
+
+
+@dataclass(frozen=True)
+class Op:
+    """One operation a kernel may declare: its record name and how to call and judge it."""
+
+    name: str
+    log: bool = False
+    masked: bool = False
+    out_dtype: torch.dtype | None = None
+    dtypes: tuple = TESTED_DTYPES
+
+
+SOFTMAX = Op("softmax")
+MASKED = Op("masked_softmax", masked=True)
+LOG = Op("log_softmax", log=True)
+FP32_OUT = Op("softmax_fp32_out", out_dtype=torch.float32, dtypes=(torch.float16, torch.bfloat16))
+
+
+OPS = {op.name: op for op in (SOFTMAX, MASKED, LOG, FP32_OUT)}
+
+
+def expect_refusal(kernel: KernelSpec, call, x: torch.Tensor, dim: int, refusal: Exception) -> None:
+    """``call()`` runs the kernel on (x, dim), outside its capabilities: it must refuse.
+
+    This project's kernels refuse with the clear error ``refusal`` names; a user's kernel,
+    as torch does, with any exception, and need not refuse what torch.softmax accepts.
+    """
+    if kernel.clear_refusals:
+        with pytest.raises(type(refusal)):
+            call()
+        return
+    try:
+        call()
+    except Exception:  # noqa: BLE001  (torch refuses with IndexError, RuntimeError, NotImplementedError)
+        return
+    assert accepted_by_torch(x, dim), \
+        f"{kernel.name} returned numbers for an input outside its declared capabilities ({refusal})"
+
+
+def accepted_by_torch(x: torch.Tensor, dim: int) -> bool:
+    try:
+        torch.softmax(x, dim)
+    except Exception:  # noqa: BLE001
+        return False
+    return True
 
 
 def run_kernel(kernel: KernelSpec, x: torch.Tensor, dim: int, mask: torch.Tensor | None = None, *,

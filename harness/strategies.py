@@ -215,12 +215,12 @@ class Values:
 def value_classes() -> st.SearchStrategy[Values]:
     """Value classes, with the scales that matter for each."""
     return st.one_of(
-        st.builds(Values, st.just("normal"), st.sampled_from(SCALES)),
-        st.builds(Values, st.just("uniform"), st.sampled_from(SCALES)),
-        st.builds(Values, st.just("equal"), st.sampled_from([1.0, 1e3])),
-        st.builds(Values, st.just("dominant"), st.sampled_from([10.0, 50.0, 200.0])),
-        st.builds(Values, st.just("underflow"), st.sampled_from([0.5, 1.0, 2.0])),
-        st.builds(Values, st.just("near-max"), st.sampled_from([0.5, 1e-3])),
+        st.builds(Values, kind=st.just("normal"), scale=st.sampled_from(SCALES)),
+        st.builds(Values, kind=st.just("uniform"), scale=st.sampled_from(SCALES)),
+        st.builds(Values, kind=st.just("equal"), scale=st.sampled_from([1.0, 1e3])),
+        st.builds(Values, kind=st.just("dominant"), scale=st.sampled_from([10.0, 50.0, 200.0])),
+        st.builds(Values, kind=st.just("underflow"), scale=st.sampled_from([0.5, 1.0, 2.0])),
+        st.builds(Values, kind=st.just("near-max"), scale=st.sampled_from([0.5, 1e-3])),
         st.just(Values("subnormal")),
         st.just(Values("zeros")),
     )
@@ -258,7 +258,9 @@ NO_SPECIALS = Specials()
 def special_values() -> st.SearchStrategy[Specials]:
     """Mostly finite rows; otherwise some mix of -inf entries, all -inf rows, +inf and NaN."""
     share = st.sampled_from([0.0, 0.0, 0.01, 0.3])
-    return st.one_of(st.just(NO_SPECIALS), st.builds(Specials, share, share, share, share))
+    # Keyword arguments, so that Hypothesis prints a shrunk example with the field names.
+    return st.one_of(st.just(NO_SPECIALS),
+                     st.builds(Specials, neg_inf=share, neg_inf_rows=share, pos_inf=share, nan=share))
 
 
 @dataclass(frozen=True)
@@ -275,7 +277,7 @@ class Mask:
 
 
 def masks() -> st.SearchStrategy[Mask]:
-    return st.builds(Mask, st.sampled_from([0.05, 0.5, 0.95, 1.0]), st.sampled_from([0.0, 0.2, 1.0]))
+    return st.builds(Mask, keep=st.sampled_from([0.05, 0.5, 0.95, 1.0]), empty_rows=st.sampled_from([0.0, 0.2, 1.0]))
 
 
 # ---------------------------------------------------------------------------- cases

@@ -34,21 +34,54 @@ def category_rows(groups: dict) -> list[tuple]:
     return rows
 
 
-def write_json(directory: Path, run: dict, categories: dict, records: list, missing: list,
-               invariances: dict) -> Path:
+REPLAY = "replay in one step: "  # how a failure introduces its replay command (tests/test_accuracy.py)
+
+
+def failure(test: str, when: str, text: str) -> dict:
+    """A failed test for the reports: its id, the first line of what it said, its replay command if any."""
+    lines = [line.strip().removeprefix("E").strip() for line in text.splitlines()]
+    said = [line for line in lines if line.startswith(("AssertionError:", "Failed:")) or "Error:" in line]
+    replays = [line.split(REPLAY, 1)[1] for line in lines if REPLAY + "python" in line]
+    replay = replays[-1] if replays else None  # the last: the failing example's, after any source line
+    return {"test": test, "when": when, "headline": (said or [line for line in lines if line] or [""])[0][:400],
+            "replay": replay}
+
+
+def verdict(passed: int, failures: list[dict], findings: list, baseline: Path | None) -> str:
+    """The report's first line: did the run pass, and what did the gate say."""
+    failing = sum(f.fails for f in findings)
+    gate = ("no baseline given" if baseline is None else
+            f"{failing} regression(s) against {baseline.name}" if failing else f"no regression against {baseline.name}")
+    word = "FAILED" if failures or failing else "PASSED"
+    return f"{word}: {passed} test(s) passed, {len(failures)} failed; accuracy gate: {gate}"
+
+
+def slug(text: str) -> str:
+    return "".join(c if c.isalnum() else "-" for c in text)
+
+
+def write_json(directory: Path, run: dict, verdict_line: str, failures: list[dict], categories: dict,
+               records: list, missing: list, invariances: dict) -> Path:
     path = directory / "accuracy.json"
-    document = {"schema_version": SCHEMA_VERSION, "run": run, "categories": categories,
-                "invariances": invariances, "missing_records": missing, "records": records}
+    document = {"schema_version": SCHEMA_VERSION, "run": run, "verdict": verdict_line, "failures": failures,
+                "categories": categories, "invariances": invariances, "missing_records": missing,
+                "records": records}
     path.write_text(json.dumps(document, indent=1, sort_keys=True) + "\n")
     return path
 
 
-def write_markdown(directory: Path, run: dict, categories: dict, missing: list, gate: list[str],
-                   invariances: dict) -> Path:
-    lines = ["# Softmax accuracy report", "",
+def write_markdown(directory: Path, run: dict, verdict_line: str, failures: list[dict], categories: dict,
+                   missing: list, gate: list[str], invariances: dict) -> Path:
+    lines = ["# Softmax accuracy report", "", f"**{verdict_line}**", "",
              f"{run['backend']} on {run['device']}; profile `{run['profile']}`; commit `{run['git_commit']}`; "
              f"{run['started']}", "",
              ", ".join(f"{name} {version}" for name, version in sorted(run["versions"].items())), ""]
+    if failures:
+        lines += ["## Failed tests", ""]
+        for f in failures:
+            lines += [f"- `{f['test']}` ({f['when']}): {f['headline']}"]
+            lines += [f"  replay: `{f['replay']}`"] if f["replay"] else []
+        lines.append("")
     for kernel, groups in categories.items():
         lines += [f"## {kernel}", "", "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
         lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in category_rows(groups)]
@@ -117,25 +150,38 @@ def plot_scatter(directory: Path, records: list, name: str, x, y, xlabel: str, y
     return path
 
 
-def write_html(directory: Path, run: dict, categories: dict, missing: list, gate: list[str],
-               images: list[Path], invariances: dict) -> Path:
+def write_html(directory: Path, run: dict, verdict_line: str, failures: list[dict], categories: dict,
+               missing: list, gate: list[str], images: list[Path], invariances: dict) -> Path:
     esc = html.escape
     parts = [
         "<!doctype html><html><head><meta charset='utf-8'><title>Softmax accuracy report</title>",
         "<style>body{font-family:sans-serif;margin:2em;max-width:80em}table{border-collapse:collapse;"
         "font-size:0.85em;margin-bottom:1.5em}td,th{border:1px solid #bbb;padding:0.2em 0.5em;text-align:right}"
         "td:first-child,th:first-child{text-align:left}th{background:#eee}.bad{background:#fdd}"
-        "img{max-width:100%;border:1px solid #ddd;margin:0.5em 0}pre{background:#f6f6f6;padding:1em}</style>",
+        "img{max-width:100%;border:1px solid #ddd;margin:0.5em 0}pre{background:#f6f6f6;padding:1em}"
+        ".verdict{font-size:1.2em;font-weight:bold}</style>",
         "</head><body><h1>Softmax accuracy report</h1>",
+        f"<p class='verdict{' bad' if verdict_line.startswith('FAILED') else ''}'>{esc(verdict_line)}</p>",
         f"<p>{esc(run['backend'])} on {esc(run['device'])}; profile <code>{esc(run['profile'])}</code>; "
         f"commit <code>{esc(str(run['git_commit']))}</code>; {esc(run['started'])}</p>",
         "<p>" + esc(", ".join(f"{n} {v}" for n, v in sorted(run["versions"].items()))) + "</p>",
     ]
+    if failures:
+        parts.append("<h2 id='failures'>Failed tests</h2><ul>")
+        for f in failures:
+            replay = f"<br>replay: <code>{esc(f['replay'])}</code>" if f["replay"] else ""
+            parts.append(f"<li id='{slug(f['test'])}'><code>{esc(f['test'])}</code> ({esc(f['when'])}): "
+                         f"{esc(f['headline'])}{replay}</li>")
+        parts.append("</ul>")
     for kernel, groups in categories.items():
         parts.append(f"<h2>{esc(kernel)}</h2><table><tr>" + "".join(f"<th>{esc(c)}</th>" for c in COLUMNS) + "</tr>")
+        failed = next((f["test"] for f in failures if f"[{kernel}" in f["test"]), None)
         for row in category_rows(groups):
-            css = " class='bad'" if row[7] else ""
-            parts.append(f"<tr{css}>" + "".join(f"<td>{esc(str(cell))}</td>" for cell in row) + "</tr>")
+            cells = [esc(str(cell)) for cell in row]
+            if row[7]:  # violations: the row links to the kernel's failing test
+                target = f"#{slug(failed)}" if failed else "#failures"
+                cells[0] = f"<a href='{target}'>{cells[0]}</a>"
+            parts.append(f"<tr{' class=bad' if row[7] else ''}>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
         parts.append("</table>")
     if invariances:
         header, *body = invariance_table.rows(invariances)
@@ -158,8 +204,8 @@ def write_html(directory: Path, run: dict, categories: dict, missing: list, gate
     return path
 
 
-def write_all(directory: Path, run: dict, categories: dict, records: list, missing: list,
-              gate: list[str], invariances: dict) -> list[Path]:
+def write_all(directory: Path, run: dict, verdict_line: str, failures: list[dict], categories: dict, records: list,
+              missing: list, gate: list[str], invariances: dict) -> list[Path]:
     directory.mkdir(parents=True, exist_ok=True)
     images = []
     if records:
@@ -172,7 +218,7 @@ def write_all(directory: Path, run: dict, categories: dict, records: list, missi
                          lambda r: r["kernel_errors"]["max_ulp"], "torch.softmax max ULP (same input)",
                          "kernel max ULP", "Kernel against torch, per input", diagonal=True),
         ]
-    return [write_json(directory, run, categories, records, missing, invariances),
-            write_markdown(directory, run, categories, missing, gate, invariances),
+    return [write_json(directory, run, verdict_line, failures, categories, records, missing, invariances),
+            write_markdown(directory, run, verdict_line, failures, categories, missing, gate, invariances),
             *images,
-            write_html(directory, run, categories, missing, gate, images, invariances)]
+            write_html(directory, run, verdict_line, failures, categories, missing, gate, images, invariances)]

@@ -153,6 +153,8 @@ class Gatherer:
         self.findings: list[baseline.Finding] = []
         self.unjudged: dict[str, str] = {}  # kernel -> why the gate cannot judge it on this machine
         self.written: list[Path] = []
+        self.failures: list[dict] = []  # test, headline, replay command
+        self.passed = 0
         self.baseline_written: Path | None = None
 
     @property
@@ -174,6 +176,10 @@ class Gatherer:
             self.records.extend(records)
         if report.skipped:
             self.skipped.add(report.nodeid)
+        if report.failed:
+            self.failures.append(artifacts.failure(report.nodeid, report.when, report.longreprtext))
+        elif report.when == "call":
+            self.passed += 1
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         config = self.config
@@ -204,22 +210,25 @@ class Gatherer:
                 session.exitstatus = pytest.ExitCode.TESTS_FAILED
         if directory:
             gate = baseline.table(self.findings, only_failures=False)
-            self.written += artifacts.write_all(Path(directory), run, self.categories, self.records,
-                                                self.missing, gate, self.invariances)
+            gated = None if config.getoption("update_baseline") else path
+            verdict = artifacts.verdict(self.passed, self.failures, self.findings, gated)
+            self.written += artifacts.write_all(Path(directory), run, verdict, self.failures, self.categories,
+                                                self.records, self.missing, gate, self.invariances)
 
     def pytest_terminal_summary(self, terminalreporter, exitstatus: int, config: pytest.Config) -> None:
         write = terminalreporter.write_line
         if self.categories:
             terminalreporter.write_sep("-", "accuracy per kernel and category (ULP to the correctly rounded result)")
-            fmt = "{:<16} {:<36} {:>7} {:>8} {:>9} {:>6} {:>10} {:>11}"
+            width = max(len("kernel"), *map(len, self.categories))
+            fmt = "{:<%d} {:<36} {:>7} {:>8} {:>9} {:>6} {:>10} {:>11} {:>8}" % width
             write(fmt.format("kernel", "category", "records", "max ULP", "mean ULP", "% CR", "torch max",
-                             "torch mean"))
+                             "torch mean", "NaN/inf"))
             for kernel, groups in self.categories.items():
                 for key, stats in groups.items():
                     k, t = stats["kernel"], stats["torch"]
-                    write(fmt.format(kernel[:16], key, stats["records"], shown(k["max_ulp"], ".0f"),
+                    write(fmt.format(kernel, key, stats["records"], shown(k["max_ulp"], ".0f"),
                                      shown(k["mean_ulp"], ".3f"), shown(k["correctly_rounded"], ".1f", 100),
-                                     shown(t["max_ulp"], ".0f"), shown(t["mean_ulp"], ".3f")))
+                                     shown(t["max_ulp"], ".0f"), shown(t["mean_ulp"], ".3f"), k["non_finite"]))
         if self.invariances:
             terminalreporter.write_sep("-", "bitwise invariances per kernel (only a broken promise fails)")
             for line in invariances.text_table(self.invariances) + invariances.counterexamples(self.invariances):

@@ -17,7 +17,8 @@ from harness.strategies import Case
 from .summary import ulp_histogram
 
 ERROR_FIELDS = ("max_ulp", "mean_ulp", "p99_ulp", "correctly_rounded", "max_fractional_ulp", "max_abs_error",
-                "max_rel_error", "max_bound", "worst_ratio", "violations", "elements", "allclose", "ulp_histogram")
+                "max_rel_error", "max_bound", "worst_ratio", "violations", "non_finite", "elements", "allclose",
+                "ulp_histogram")
 
 
 def error_statistics(errors: Errors, exact: np.ndarray) -> dict:

@@ -41,6 +41,7 @@ def _side(records: list[dict], side: str) -> dict:
         "max_fractional_ulp": max((e["max_fractional_ulp"] for e in errors), default=0.0),
         "worst_ratio": max((e["worst_ratio"] for e in errors), default=0.0),
         "violations": sum(e["violations"] for e in errors),
+        "non_finite": sum(e["non_finite"] for e in errors),
         "allclose": sum(bool(e["allclose"]) for e in errors) / len(errors) if errors else 1.0,
         "ulp_histogram": [sum(e["ulp_histogram"][i] for e in errors) for i in range(len(ULP_BUCKETS))],
     }

@@ -15,9 +15,11 @@ import torch
 from hypothesis import example, given, target
 
 from harness.catalog import CATALOG, MASKED_SWEEP, SWEEP
-from harness.judge import describe_input, judge_softmax, run_kernel
+from harness.judge import (FP32_OUT, LOG, MASKED, SOFTMAX, Op, describe_input, expect_refusal, judge_softmax,
+                           run_kernel)
+from harness.replay import command
 from harness.soak import timeboxed
-from harness.strategies import TESTED_DTYPES, Case, cases
+from harness.strategies import Case, cases
 from report.records import make_record
 
 
@@ -36,31 +38,13 @@ class Worst:
             note(f"worst {what} input, {dtype}: {line}")
 
 
-@dataclass(frozen=True)
-class Op:
-    """One operation a kernel may declare: its record name and how to call and judge it."""
-
-    name: str
-    log: bool = False
-    masked: bool = False
-    out_dtype: torch.dtype | None = None
-    dtypes: tuple = TESTED_DTYPES
-
-
-SOFTMAX = Op("softmax")
-MASKED = Op("masked_softmax", masked=True)
-LOG = Op("log_softmax", log=True)
-FP32_OUT = Op("softmax_fp32_out", out_dtype=torch.float32, dtypes=(torch.float16, torch.bfloat16))
-
-
 def check(kernel, backend, op: Op, case: Case, worst: Worst, record) -> None:
     x, mask = case.make(backend.device)
-    replay = f"{case!r} -> {describe_input(x, case.dim)}"
+    replay = f"{case!r} -> {describe_input(x, case.dim)}\nreplay in one step: {command(kernel.name, backend.name, op.name, case)}"
     run = functools.partial(run_kernel, kernel, x, case.dim, mask, log=op.log, out_dtype=op.out_dtype)
     refusal = kernel.capabilities.refusal(x, case.dim)
     if refusal is not None:
-        with pytest.raises(type(refusal)):
-            run()
+        expect_refusal(kernel, run, x, case.dim, refusal)
         return
     verdict = judge_softmax(kernel, backend.name, x, case.dim, run(), mask=mask, log=op.log,
                             out_dtype=op.out_dtype, replay=replay)

@@ -125,6 +125,18 @@ def test_an_output_off_by_twice_the_bound_is_caught(dtype):
     assert caught[row, col] and caught.sum() == 1
 
 
+def test_a_special_value_mismatch_is_named_for_what_it_is():
+    """A zero where the row's NaN makes the result NaN: the failure says so and counts it, instead of
+    'correctly rounded nan, inf ULP from exact, bound nan ULP'."""
+    x = torch.tensor([[float("nan"), 1.0, 2.0], [0.0, 1.0, 2.0]])
+    zeroed = resolve("torch.nn.functional:softmax")
+    y = torch.softmax(x, -1).nan_to_num(0.0)
+    text = judge_softmax(zeroed, "cpu", x, -1, y, replay="here").explain()
+    assert "3 of 6 elements beyond the derived bound" in text and "3 of them special" in text
+    assert "got 0.0, expected exactly nan: the row holds a NaN" in text
+    assert "(statistics of the 3 elements judged by a bound)" in text
+
+
 @pytest.mark.parametrize("reduction", [Reduction("sequential"), Reduction("numpy-pairwise-block"),
                                        Reduction("triton-block", num_warps=4), Reduction("triton-block", 16)],
                          ids=lambda r: f"{r.kind}-{r.num_warps}")
