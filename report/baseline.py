@@ -184,9 +184,10 @@ def compare_invariances(baseline_held: dict, held: dict) -> list[Finding]:
 
 
 def table(findings: list[Finding], *, only_failures: bool) -> list[str]:
-    """Aligned text rows: kernel, category, metric, baseline, now, verdict."""
-    rows = [("kernel", "category", "metric", "baseline", "now", "verdict")]
+    """Aligned text rows: kernel, category, metric, baseline, the most the gate allows, now, verdict."""
+    rows = [("kernel", "category", "metric", "baseline", "allowed", "now", "verdict")]
     rows += [(f.kernel, f.category, f.metric, "-" if f.baseline is None else f"{f.baseline:{SHOWN}}",
+              f"{allowed(f.metric, f.baseline):{SHOWN}}" if f.metric in SLACK and f.baseline is not None else "-",
               "-" if f.now is None else f"{f.now:{SHOWN}}", f.verdict)
              for f in findings if f.fails or not only_failures]
     return aligned(rows) if len(rows) > 1 else []

@@ -1,0 +1,43 @@
+"""index.html opened in a real headless browser: it loads, its images load, its links to failures resolve."""
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+BROWSER = next((shutil.which(name) for name in ("chromium", "chromium-browser", "google-chrome")
+                if shutil.which(name)), None)
+
+# A page that opens the report in a frame and writes what it finds into its own DOM, which the
+# browser's --dump-dom prints once everything (the frame and its images) has loaded.
+PROBE = """<!doctype html><html><body><pre id="found"></pre>
+<iframe src="index.html" onload="
+  const page = this.contentDocument;
+  const images = [...page.images].map(i => ({src: i.getAttribute('src'), loaded: i.complete && i.naturalWidth > 0}));
+  const links = [...page.querySelectorAll('a[href^=&quot;#&quot;]')]
+    .map(a => ({href: a.getAttribute('href'), resolves: !!page.getElementById(a.getAttribute('href').slice(1))}));
+  document.getElementById('found').textContent = JSON.stringify({title: page.title, images, links});
+"></iframe></body></html>"""
+
+
+@pytest.mark.skipif(BROWSER is None, reason="no Chromium on this machine (Debian: apt-get install chromium)")
+def test_the_html_report_of_a_failing_run_loads_in_a_browser(run_pytest, tmp_path):
+    failed = run_pytest("tests/test_accuracy.py", "-k", "test_softmax_within", "--hypothesis-profile", "ci",
+                        "--kernel", "my_kernels:softmax_half_sum", "--accuracy-report", str(tmp_path),
+                        PYTHONPATH=str(ROOT / "examples"))
+    assert failed.returncode == pytest.ExitCode.TESTS_FAILED, failed.stdout[-3000:]
+    (tmp_path / "probe.html").write_text(PROBE)
+    opened = subprocess.run([BROWSER, "--headless", "--no-sandbox", "--disable-gpu", "--allow-file-access-from-files",
+                             "--enable-logging=stderr", "--v=0", "--dump-dom", (tmp_path / "probe.html").as_uri()],
+                            capture_output=True, text=True, timeout=120)
+    found = re.search(r'<pre id="found">(.*?)</pre>', opened.stdout, re.S)
+    assert found and found.group(1), opened.stdout[-2000:] + opened.stderr[-2000:]
+    page = json.loads(found.group(1).replace("&quot;", '"').replace("&amp;", "&"))
+    assert page["title"] == "Softmax accuracy report"
+    assert len(page["images"]) == 3 and all(image["loaded"] for image in page["images"]), page["images"]
+    assert page["links"] and all(link["resolves"] for link in page["links"]), page["links"]
+    assert "Uncaught" not in opened.stderr and "CONSOLE" not in opened.stderr, opened.stderr[-2000:]
