@@ -16,7 +16,7 @@ from .summary import ULP_BUCKETS  # noqa: E402
 
 SCHEMA_VERSION = 1
 COLUMNS = ("category", "records", "elements", "max ULP", "mean ULP", "% correctly rounded", "worst ratio",
-           "violations", "torch max ULP", "torch mean ULP", "torch % CR")
+           "violations", "NaN/inf", "torch max ULP", "torch mean ULP", "torch % CR")
 
 
 def shown(value, spec: str, scale: float = 1.0) -> str:
@@ -29,7 +29,7 @@ def category_rows(groups: dict) -> list[tuple]:
     for key, stats in groups.items():
         k, t = stats["kernel"], stats["torch"]
         rows.append((key, stats["records"], stats["elements"], shown(k["max_ulp"], ".0f"), shown(k["mean_ulp"], ".3f"),
-                     shown(k["correctly_rounded"], ".1f", 100), shown(k["worst_ratio"], ".3f"), k["violations"],
+                     shown(k["correctly_rounded"], ".1f", 100), shown(k["worst_ratio"], ".4g"), k["violations"], k["non_finite"],
                      shown(t["max_ulp"], ".0f"), shown(t["mean_ulp"], ".3f"), shown(t["correctly_rounded"], ".1f", 100)))
     return rows
 
