@@ -1,5 +1,7 @@
 """``python -m report compare OLD.json NEW.json [NEWER.json ...]``: what improved and what regressed.
 
+From another folder: ``python PATH/TO/CHECKOUT/report compare ...``.
+
 The files are ``accuracy.json`` reports (``--accuracy-report``), oldest first;
 each is compared with the one before it under the regression gate's rules and
 slack (:mod:`report.baseline`), and a trend table follows for three or more.
@@ -15,7 +17,10 @@ import json
 import sys
 from pathlib import Path
 
-from . import baseline, invariances
+if not __package__:  # run as ``python CHECKOUT/report compare ...`` from anywhere: the checkout holds the package
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from report import baseline, invariances  # noqa: E402
 
 
 def load_categories(path: Path) -> tuple[dict, dict, dict]:

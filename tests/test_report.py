@@ -3,7 +3,10 @@
 import contextlib
 import hashlib
 import json
+import os
 import re
+import subprocess
+import sys
 import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 
@@ -179,6 +182,16 @@ def test_compare_follows_a_trend_names_vanished_kernels_and_no_change_below_what
     assert report_cli(["compare", str(first), str(same), str(third)]) == 0
     trend = capsys.readouterr().out.split("trend (what changed along the way):")[1]
     assert re.search(r"k +softmax/float32/normal +max_ulp +10 +10 +11", trend)
+
+
+def test_compare_runs_from_any_folder(tmp_path):
+    old, new = tmp_path / "old.json", tmp_path / "new.json"
+    fake_report(old, 10, 1.0)
+    fake_report(new, 30, 1.0)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    result = subprocess.run([sys.executable, str(ROOT / "report"), "compare", str(old), str(new)], cwd=tmp_path,
+                            env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1 and "regressed: 1" in result.stdout, result.stdout + result.stderr
 
 
 def test_compare_says_what_regressed_and_what_improved(tmp_path, capsys):
