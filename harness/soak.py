@@ -40,15 +40,18 @@ import shlex
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from hypothesis.errors import UnsatisfiedAssumption
 
 from . import payload
+from .profiles import active_profile
 from .seeding import pin_seed
 
 EXAMPLES = "examples"  # the payload kind: examples a test ran
+_progress: Progress | None = None  # progress lines of long tests, when asked for (this process)
 _test_deadline: float | None = None  # the running test's end of share (this process)
 _ran = 0  # examples the running test ran
 _failed = False  # whether one of them failed: Hypothesis then replays it, and must see it fail again
@@ -75,9 +78,37 @@ def timeboxed(test):
             _failed = True
             raise
         _ran += 1
+        if _progress is not None:
+            _progress.tick(_ran)
         return result
 
     return pin_seed(body)
+
+
+@dataclass
+class Progress:
+    """A line every ``every`` seconds while a timeboxed Hypothesis test runs: examples done, time spent.
+
+    Written past pytest's output capture, so that it reaches the terminal from an xdist worker too.
+    """
+
+    capture: object  # pytest's capture manager
+    every: float
+    test: str = ""
+    started: float = 0.0
+    shown: float = 0.0
+
+    def start(self, test: str) -> None:
+        self.test, self.started, self.shown = test, time.time(), time.time()
+
+    def tick(self, examples: int) -> None:
+        now = time.time()
+        if now - self.shown < self.every:
+            return
+        self.shown = now
+        with self.capture.global_and_fixture_disabled():
+            sys.stderr.write(f"[progress] {self.test}: {examples} examples, {now - self.started:.0f} s\n")
+            sys.stderr.flush()
 
 
 def per_test_seconds(minutes: float, workers: int, tests: int) -> float:
@@ -91,9 +122,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="soak: end of the time box (seconds since the epoch); set by python -m harness.soak")
     group.addoption("--soak-minutes", type=float, metavar="M", help="soak: minutes of a round, shared by the tests")
     group.addoption("--soak-log", metavar="FILE", help="soak: write each test's outcome, duration, examples here")
+    group.addoption("--progress-every", type=float, default=30.0, metavar="SECONDS",
+                    help="with -v or the nightly profile: a line per long Hypothesis test every SECONDS (default 30)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    global _progress
+    if config.option.verbose > 0 or active_profile(config) == "nightly":
+        _progress = Progress(config.pluginmanager.getplugin("capturemanager"), config.getoption("progress_every"))
     if config.getoption("soak_log") and not hasattr(config, "workerinput"):
         config.pluginmanager.register(SoakLog(Path(config.getoption("soak_log"))), "softmax-soak-log")
 
@@ -120,6 +156,8 @@ def pytest_runtest_call(item: pytest.Item):
     if deadline is not None:
         _test_deadline = min(deadline, time.time() + item.config.stash.get(SHARE, 60.0))
     _ran, _failed = 0, False
+    if _progress is not None:
+        _progress.start(item.nodeid)
     try:
         yield
     finally:

@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -114,3 +115,11 @@ def test_an_edit_of_a_tests_source_moves_none_of_its_ci_draws(tmp_path):
         assert run.returncode == 0, run.stdout[-2000:]
         draws.append((folder / "draws.txt").read_text().split())
     assert len(draws[0]) > 1 and draws[0] == draws[1]
+
+
+def test_a_long_hypothesis_test_reports_its_progress_from_an_xdist_worker(run_pytest):
+    result = run_pytest("-n", "2", "--hypothesis-profile", "nightly", "--progress-every", "1", SCENARIO, "-k", "slow")
+    assert result.returncode == 0, result.stdout[-2000:]
+    lines = re.findall(rf"\[progress\] {re.escape(SCENARIO)}::test_slow_examples: (\d+) examples, \d+ s",
+                       result.stdout + result.stderr)
+    assert len(lines) >= 2 and int(lines[-1]) > int(lines[0])
