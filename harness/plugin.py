@@ -107,8 +107,13 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "kernel" in metafunc.fixturenames:
-        specs = metafunc.config.stash[KERNELS]
-        metafunc.parametrize("kernel", specs, ids=[spec.name for spec in specs])
+        backend = metafunc.config.stash[BACKEND].name
+        params = []
+        for spec in metafunc.config.stash[KERNELS]:
+            why = spec.skip_reason(backend) if spec.skip_reason else None
+            params.append(pytest.param(spec, id=spec.name, marks=[pytest.mark.skip(reason=f"{spec.name}: {why}")]
+                                       if why else []))
+        metafunc.parametrize("kernel", params)
 
 
 @pytest.fixture(scope="session")

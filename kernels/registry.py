@@ -162,6 +162,8 @@ class KernelSpec:
     an input outside the capabilities must raise the TypeError or ValueError
     naming the argument (this project's kernels); otherwise, as torch does, any
     exception refuses it, and an input torch.softmax accepts need not be refused.
+    ``skip_reason(backend)`` says why the kernel cannot run on a backend (its
+    library is not installed, say): its tests there are skipped with that reason.
     """
 
     name: str
@@ -172,6 +174,7 @@ class KernelSpec:
     precision: Callable[..., PrecisionProfile] = unknown_profile
     description: str = ""
     clear_refusals: bool = True
+    skip_reason: Callable[[str], str | None] | None = None  # backend -> why it cannot run there, or None
 
 
 _REGISTRY: dict[str, KernelSpec] = {}

@@ -1,0 +1,123 @@
+"""The softmax kernels people already use, measured on the suite's terms.
+
+* ``liger``: Liger-Kernel's Triton softmax (``LigerSoftmaxFunction``): the last
+  dim of any shape, fp32/fp16/bf16, rows of at most 65536 (version 0.8.5 has
+  one block per row and nothing beyond).
+* ``flag_gems``: FlagGems' softmax and log_softmax (``flag_gems.ops``): any dim,
+  fp32/fp16/bf16, and fp32 output of half input (``half_to_float``).
+* ``inductor``: ``torch.compile(torch.softmax / torch.log_softmax,
+  dynamic=True)``: the Triton kernel Inductor generates on GPUs.
+
+Each library is imported on first use, never at registration: where it is
+absent, or where it does not run Triton (Inductor emits C++ on the CPU;
+FlagGems needs a GPU runtime), that kernel's tests are skipped with the reason.
+None documents its arithmetic or promises an invariance, so each is judged as a
+kernel of unknown construction (the loosest known arithmetic) and promises
+none; each refuses as its library does (any exception, as torch does), and the
+adapters add only the refusals of inputs outside what they declare.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import importlib.util
+
+import torch
+
+from .registry import FLOATING, HALF_AND_SINGLE, Capabilities, KernelSpec, register
+
+LIGER_MAX_ROW = 65536
+
+
+def missing(package: str, module: str):
+    """A skip reason for backends where ``module`` does not import: pip's package name to install."""
+
+    def reason(backend: str) -> str | None:
+        if importlib.util.find_spec(module) is None:
+            return f"needs {package}, which is not installed (pip install {package})"
+        return None
+
+    return reason
+
+
+def gpu_only(why: str, then=None):
+    """A skip reason on the CPU backend (and NPUs, where nothing was measured), else ``then``'s."""
+
+    def reason(backend: str) -> str | None:
+        if backend != "cuda":
+            return f"{why}; runs with --device cuda"
+        return then(backend) if then else None
+
+    return reason
+
+
+# ---------------------------------------------------------------------------- Liger-Kernel
+
+LIGER = Capabilities(dtypes=HALF_AND_SINGLE, last_dim_only=True,
+                     max_row_length={"cpu": LIGER_MAX_ROW, "cuda": LIGER_MAX_ROW, "npu": LIGER_MAX_ROW})
+
+
+def liger_softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
+    LIGER.check(x, dim)
+    from liger_kernel.ops.softmax import LigerSoftmaxFunction
+
+    return LigerSoftmaxFunction.apply(x)
+
+
+# ---------------------------------------------------------------------------- FlagGems
+
+FLAG_GEMS = Capabilities(dtypes=HALF_AND_SINGLE, log_softmax=True, out_dtype=True)
+
+
+def half_to_float(x: torch.Tensor, out_dtype: torch.dtype | None) -> bool:
+    """FlagGems' (and aten's) flag for an fp32 result of half input."""
+    if out_dtype not in (None, x.dtype, torch.float32):
+        raise TypeError(f"out_dtype must be None, x.dtype or torch.float32; got {out_dtype}")
+    return out_dtype == torch.float32 and x.dtype != torch.float32
+
+
+def flag_gems_softmax(x: torch.Tensor, dim: int, out_dtype: torch.dtype | None = None) -> torch.Tensor:
+    FLAG_GEMS.check(x, dim)
+    return importlib.import_module("flag_gems.ops").softmax(x, dim, half_to_float(x, out_dtype))
+
+
+def flag_gems_log_softmax(x: torch.Tensor, dim: int, out_dtype: torch.dtype | None = None) -> torch.Tensor:
+    FLAG_GEMS.check(x, dim)
+    return importlib.import_module("flag_gems.ops").log_softmax(x, dim, half_to_float(x, out_dtype))
+
+
+# ---------------------------------------------------------------------------- Inductor
+
+INDUCTOR = Capabilities(dtypes=FLOATING, log_softmax=True, out_dtype=True)
+
+
+@functools.cache
+def compiled(function):
+    """``function`` compiled by Inductor once, on first use (importing this module stays cheap)."""
+    return torch.compile(function, dynamic=True)
+
+
+def inductor_softmax(x: torch.Tensor, dim: int, out_dtype: torch.dtype | None = None) -> torch.Tensor:
+    return compiled(torch.softmax)(x, dim, dtype=out_dtype)
+
+
+def inductor_log_softmax(x: torch.Tensor, dim: int, out_dtype: torch.dtype | None = None) -> torch.Tensor:
+    return compiled(torch.log_softmax)(x, dim, dtype=out_dtype)
+
+
+register(KernelSpec(
+    name="liger", softmax=liger_softmax, capabilities=LIGER, clear_refusals=False,
+    skip_reason=missing("liger-kernel", "liger_kernel"),
+    description="Liger-Kernel's Triton softmax (LigerSoftmaxFunction), last dim",
+))
+register(KernelSpec(
+    name="flag_gems", softmax=flag_gems_softmax, log_softmax=flag_gems_log_softmax, capabilities=FLAG_GEMS,
+    clear_refusals=False, skip_reason=gpu_only("FlagGems needs a GPU runtime", missing("flag-gems", "flag_gems")),
+    description="FlagGems' softmax and log_softmax (flag_gems.ops), any dim",
+))
+register(KernelSpec(
+    name="inductor", softmax=inductor_softmax, log_softmax=inductor_log_softmax, capabilities=INDUCTOR,
+    clear_refusals=False, skip_reason=gpu_only("Inductor emits C++, not Triton, on the CPU"),
+    description="torch.compile(torch.softmax / log_softmax, dynamic=True): Inductor's Triton kernel",
+))

@@ -1,0 +1,103 @@
+"""Adapters of the kernels people use (kernels/peers.py), with fake library modules where the libraries are absent."""
+
+import importlib.machinery
+import importlib.util
+import sys
+import types
+
+import pytest
+import torch
+
+from kernels import peers
+from kernels.registry import resolve
+
+
+def fake_module(monkeypatch, name: str, **attributes) -> types.ModuleType:
+    module = types.ModuleType(name)
+    module.__spec__ = importlib.machinery.ModuleSpec(name, None)
+    module.__dict__.update(attributes)
+    monkeypatch.setitem(sys.modules, name, module)
+    return module
+
+
+@pytest.fixture
+def fake_liger(monkeypatch):
+    calls = []
+
+    class LigerSoftmaxFunction:
+        @staticmethod
+        def apply(x):
+            calls.append(tuple(x.shape))
+            return torch.softmax(x, -1)
+
+    fake_module(monkeypatch, "liger_kernel")
+    fake_module(monkeypatch, "liger_kernel.ops")
+    fake_module(monkeypatch, "liger_kernel.ops.softmax", LigerSoftmaxFunction=LigerSoftmaxFunction)
+    return calls
+
+
+@pytest.fixture
+def fake_flag_gems(monkeypatch):
+    calls = []
+
+    def op(name, function):
+        def call(x, dim, half_to_float=False):
+            calls.append((name, dim, half_to_float))
+            return function(x, dim, dtype=torch.float32 if half_to_float else None)
+        return call
+
+    fake_module(monkeypatch, "flag_gems")
+    fake_module(monkeypatch, "flag_gems.ops", softmax=op("softmax", torch.softmax),
+                log_softmax=op("log_softmax", torch.log_softmax))
+    return calls
+
+
+def test_the_adapters_are_registered_promising_nothing_and_refusing_as_their_libraries_do():
+    for name in ("liger", "flag_gems", "inductor"):
+        spec = resolve(name)
+        assert not spec.clear_refusals and not spec.capabilities.promised("cuda"), name
+    assert resolve("flag_gems").log_softmax is not None and resolve("inductor").capabilities.out_dtype
+
+
+@pytest.mark.parametrize("name,backend,reason", [
+    ("flag_gems", "cpu", "FlagGems needs a GPU runtime; runs with --device cuda"),
+    ("inductor", "cpu", "Inductor emits C++, not Triton, on the CPU; runs with --device cuda"),
+    ("inductor", "npu", "Inductor emits C++, not Triton, on the CPU; runs with --device cuda"),
+    ("inductor", "cuda", None),
+])
+def test_a_peer_that_cannot_run_on_a_backend_says_why(name, backend, reason):
+    assert resolve(name).skip_reason(backend) == reason
+
+
+@pytest.mark.skipif(importlib.util.find_spec("liger_kernel") is not None, reason="liger-kernel is installed here")
+def test_an_absent_library_skips_its_kernels_tests_naming_the_package(run_pytest):
+    assert resolve("liger").skip_reason("cpu") == "needs liger-kernel, which is not installed (pip install liger-kernel)"
+    result = run_pytest("-rs", "--kernel", "liger", "tests/test_contract.py", "-k", "refused_exactly")
+    assert result.returncode == 0, result.stdout[-2000:]
+    assert "liger: needs liger-kernel, which is not installed" in result.stdout
+
+
+def test_liger_is_called_inside_its_limits_and_refuses_beyond_them(fake_liger):
+    liger = resolve("liger")
+    assert liger.skip_reason("cpu") is None  # the library imports
+    x = torch.randn(3, 5, 7)
+    torch.testing.assert_close(liger.softmax(x, -1), torch.softmax(x, -1))
+    assert fake_liger == [(3, 5, 7)]
+    with pytest.raises(ValueError, match="dim must be the last dimension"):
+        liger.softmax(x, 1)
+    with pytest.raises(ValueError, match="exceeds the row limit of 65536"):
+        liger.softmax(torch.zeros(1, peers.LIGER_MAX_ROW + 1), -1)
+    with pytest.raises(TypeError, match="x.dtype"):
+        liger.softmax(x.double(), -1)
+    assert fake_liger == [(3, 5, 7)]  # nothing refused reached the library
+
+
+def test_flag_gems_gets_half_to_float_for_an_fp32_result_of_half_input(fake_flag_gems):
+    gems = resolve("flag_gems")
+    assert gems.skip_reason("cuda") is None
+    x = torch.randn(4, 6, dtype=torch.float16)
+    assert gems.softmax(x, 0, out_dtype=torch.float32).dtype == torch.float32
+    assert gems.log_softmax(x, 1).dtype == torch.float16
+    assert fake_flag_gems == [("softmax", 0, True), ("log_softmax", 1, False)]
+    with pytest.raises(TypeError, match="out_dtype"):
+        gems.softmax(x, 0, out_dtype=torch.bfloat16)
