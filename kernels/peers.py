@@ -1,8 +1,8 @@
 """The softmax kernels people already use, measured on the suite's terms.
 
 * ``liger``: Liger-Kernel's Triton softmax (``LigerSoftmaxFunction``): the last
-  dim of any shape, fp32/fp16/bf16, rows of at most 65536 (version 0.8.5 has
-  one block per row and nothing beyond).
+  dim of any shape, fp32/fp16/bf16, rows of 1 to 65536 elements (version 0.8.5
+  has one block per row and nothing beyond, and fails on rows of length zero).
 * ``flag_gems``: FlagGems' softmax and log_softmax (``flag_gems.ops``): any dim,
   fp32/fp16/bf16, and fp32 output of half input (``half_to_float``).
 * ``inductor``: ``torch.compile(torch.softmax / torch.log_softmax,
@@ -54,7 +54,8 @@ def gpu_only(why: str, then=None):
 
 # ---------------------------------------------------------------------------- Liger-Kernel
 
-LIGER = Capabilities(dtypes=HALF_AND_SINGLE, last_dim_only=True,
+# Rows of length zero: its reshape to (-1, 0) raises (docs/findings/liger-kernel.md).
+LIGER = Capabilities(dtypes=HALF_AND_SINGLE, last_dim_only=True, empty_rows=False,
                      max_row_length={"cpu": LIGER_MAX_ROW, "cuda": LIGER_MAX_ROW, "npu": LIGER_MAX_ROW})
 
 

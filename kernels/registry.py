@@ -67,6 +67,8 @@ class Capabilities:
     offset its index arithmetic can address (2**31 - 1 for 32-bit offsets).
     ``masked`` kernels also provide ``masked_softmax(x, mask, dim)``;
     ``out_dtype`` kernels take ``out_dtype=torch.float32`` for half inputs.
+    ``empty_rows``: whether rows of length zero are handled (torch returns an
+    empty result).
     ``promises`` names the bitwise invariances (:data:`INVARIANCES`) the kernel
     promises on every device type, ``promises_by_device`` replaces them on the
     device types it names: none is assumed.
@@ -82,6 +84,7 @@ class Capabilities:
     log_softmax: bool = False
     masked: bool = False
     out_dtype: bool = False
+    empty_rows: bool = True
     promises: frozenset[str] = frozenset()
     promises_by_device: Mapping[str, frozenset[str]] = field(default_factory=dict)
 
@@ -116,6 +119,8 @@ class Capabilities:
             return ValueError(
                 f"x.stride({dim}) must be 1 (each row contiguous); got {x.stride(dim)}: pass x.contiguous()"
             )
+        if not self.empty_rows and x.dim() and x.size(dim) == 0:
+            return ValueError(f"x.size({dim}) = 0: this kernel handles no rows of length zero")
         limit = self.row_limit(x.device.type)
         if limit is not None and x.size(dim) > limit:
             return ValueError(

@@ -1,6 +1,7 @@
 """Adapters of the kernels people use (kernels/peers.py), with fake library modules where the libraries are absent."""
 
 import importlib.machinery
+import importlib.metadata
 import importlib.util
 import sys
 import types
@@ -101,3 +102,21 @@ def test_flag_gems_gets_half_to_float_for_an_fp32_result_of_half_input(fake_flag
     assert fake_flag_gems == [("softmax", 0, True), ("log_softmax", 1, False)]
     with pytest.raises(TypeError, match="out_dtype"):
         gems.softmax(x, 0, out_dtype=torch.bfloat16)
+
+
+LIGER_VERSION = importlib.metadata.version("liger-kernel") if importlib.util.find_spec("liger_kernel") else None
+
+
+@pytest.mark.skipif(LIGER_VERSION != "0.8.5", reason=f"the finding is about liger-kernel 0.8.5 (here: {LIGER_VERSION})")
+@pytest.mark.xfail(strict=True, raises=RuntimeError, reason="docs/findings/liger-kernel.md: rows of length zero")
+def test_liger_0_8_5_fails_on_rows_of_length_zero():
+    from liger_kernel.ops.softmax import LigerSoftmaxFunction
+
+    x = torch.empty(1, 0)
+    assert LigerSoftmaxFunction.apply(x).shape == torch.softmax(x, -1).shape
+
+
+def test_the_liger_adapter_refuses_rows_of_length_zero(fake_liger):
+    with pytest.raises(ValueError, match="no rows of length zero"):
+        resolve("liger").softmax(torch.empty(1, 0), -1)
+    assert resolve("liger").softmax(torch.empty(0, 5), -1).shape == (0, 5)
