@@ -118,7 +118,7 @@ def test_an_edit_of_a_tests_source_moves_none_of_its_ci_draws(tmp_path):
 
 
 def test_a_long_hypothesis_test_reports_its_progress_from_an_xdist_worker(run_pytest):
-    result = run_pytest("-n", "2", "--hypothesis-profile", "nightly", "--progress-every", "1", SCENARIO, "-k", "slow")
+    result = run_pytest("-n", "2", "-v", "--hypothesis-profile", "ci", "--progress-every", "0.3", SCENARIO, "-k", "slow")
     assert result.returncode == 0, result.stdout[-2000:]
     lines = re.findall(rf"\[progress\] {re.escape(SCENARIO)}::test_slow_examples: (\d+) examples, \d+ s",
                        result.stdout + result.stderr)
