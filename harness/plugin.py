@@ -75,7 +75,7 @@ def pytest_configure(config: pytest.Config) -> None:
         selected = [kernels.resolve(name) for name in config.getoption("kernel")]
     except (ValueError, ImportError) as error:
         raise pytest.UsageError(str(error)) from None
-    config.stash[KERNELS] = selected or kernels.registered()
+    config.stash[KERNELS] = selected or [spec for spec in kernels.registered() if spec.by_default]
 
 
 @pytest.hookimpl(optionalhook=True)

@@ -109,16 +109,17 @@ def inductor_log_softmax(x: torch.Tensor, dim: int, out_dtype: torch.dtype | Non
 
 register(KernelSpec(
     name="liger", softmax=liger_softmax, capabilities=LIGER, clear_refusals=False,
-    skip_reason=missing("liger-kernel", "liger_kernel"),
+    skip_reason=missing("liger-kernel", "liger_kernel"), by_default=False,
     description="Liger-Kernel's Triton softmax (LigerSoftmaxFunction), last dim",
 ))
 register(KernelSpec(
     name="flag_gems", softmax=flag_gems_softmax, log_softmax=flag_gems_log_softmax, capabilities=FLAG_GEMS,
     clear_refusals=False, skip_reason=gpu_only("FlagGems needs a GPU runtime", missing("flag-gems", "flag_gems")),
+    by_default=False,
     description="FlagGems' softmax and log_softmax (flag_gems.ops), any dim",
 ))
 register(KernelSpec(
     name="inductor", softmax=inductor_softmax, log_softmax=inductor_log_softmax, capabilities=INDUCTOR,
-    clear_refusals=False, skip_reason=gpu_only("Inductor emits C++, not Triton, on the CPU"),
+    clear_refusals=False, skip_reason=gpu_only("Inductor emits C++, not Triton, on the CPU"), by_default=False,
     description="torch.compile(torch.softmax / log_softmax, dynamic=True): Inductor's Triton kernel",
 ))

@@ -180,6 +180,7 @@ class KernelSpec:
     description: str = ""
     clear_refusals: bool = True
     skip_reason: Callable[[str], str | None] | None = None  # backend -> why it cannot run there, or None
+    by_default: bool = True  # run when no --kernel is given
 
 
 _REGISTRY: dict[str, KernelSpec] = {}

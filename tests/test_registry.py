@@ -8,9 +8,9 @@ from harness.plugin import KERNELS
 from kernels.registry import USER_CONTRACT, Capabilities, resolve
 
 
-def test_every_registered_kernel_and_torch_are_selected_by_default(request):
-    names = [spec.name for spec in kernels.registered()]
-    assert "torch" in names and "fused_softmax" in names
+def test_every_registered_kernel_and_torch_are_selected_by_default_but_the_peers(request):
+    names = [spec.name for spec in kernels.registered() if spec.by_default]
+    assert "torch" in names and "fused_softmax" in names and "liger" not in names
     if not request.config.getoption("kernel"):
         assert [spec.name for spec in request.config.stash[KERNELS]] == names
 
