@@ -76,6 +76,8 @@ for function in (softmax, softmax_half_sum):
 
 
 def softmax_bare(x: torch.Tensor, dim: int) -> torch.Tensor:
+    if not x.dtype.is_floating_point:  # torch refuses integer input; widening it would return numbers
+        raise TypeError(f"x.dtype must be a floating-point dtype; got {x.dtype}")
     if x.numel() == 0:  # amax has no identity: an empty row has nothing to normalise
         return torch.empty_like(x)
     wide = x.to(torch.promote_types(x.dtype, torch.float32))
