@@ -17,11 +17,17 @@ import sys
 from .backend import CHOICES, BackendError, activate
 
 RECIPES = ("Case", "Values", "Layout", "Specials", "Mask")
+PREFIX = "replay in one step: "  # how a failure introduces the command; the reports find it by this
 
 
 def command(kernel: str, device: str, op: str, case) -> str:
     """The shell command that replays ``case`` (its repr holds no double quote)."""
     return f'python -m harness.replay --kernel {kernel} --device {device} --op {op} "{case!r}"'
+
+
+def line(kernel: str, device: str, op: str, case) -> str:
+    """The line a failure prints: the prefix the reports look for, then the command."""
+    return PREFIX + command(kernel, device, op, case)
 
 
 def parse_case(text: str):

@@ -42,11 +42,13 @@ def missing(package: str, module: str):
 
 
 def gpu_only(why: str, then=None):
-    """A skip reason on the CPU backend (and NPUs, where nothing was measured), else ``then``'s."""
+    """A skip reason on the CPU backend (``why``) and on NPUs (nothing measured there), else ``then``'s."""
 
     def reason(backend: str) -> str | None:
-        if backend != "cuda":
+        if backend == "cpu":
             return f"{why}; runs with --device cuda"
+        if backend != "cuda":
+            return f"not measured on {backend}; runs with --device cuda"
         return then(backend) if then else None
 
     return reason

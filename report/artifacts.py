@@ -11,6 +11,8 @@ import matplotlib
 matplotlib.use("Agg")  # files only, no display
 import matplotlib.pyplot as plt  # noqa: E402
 
+from harness.replay import PREFIX as REPLAY  # noqa: E402
+
 from . import invariances as invariance_table  # noqa: E402
 from .summary import ULP_BUCKETS  # noqa: E402
 
@@ -34,15 +36,13 @@ def category_rows(groups: dict) -> list[tuple]:
     return rows
 
 
-REPLAY = "replay in one step: "  # how a failure introduces its replay command (tests/test_accuracy.py)
-
-
 def failure(test: str, when: str, text: str) -> dict:
     """A failed test for the reports: its id, the first line of what it said, its replay command if any."""
     lines = [line.strip().removeprefix("E").strip() for line in text.splitlines()]
     said = [line for line in lines if line.startswith(("AssertionError:", "Failed:")) or "Error:" in line]
+    # The prefix then "python": the printed command, not the traceback's line of source that builds it.
     replays = [line.split(REPLAY, 1)[1] for line in lines if REPLAY + "python" in line]
-    replay = replays[-1] if replays else None  # the last: the failing example's, after any source line
+    replay = replays[-1] if replays else None  # the last: the failing example's
     return {"test": test, "when": when, "headline": (said or [line for line in lines if line] or [""])[0][:400],
             "replay": replay}
 

@@ -17,7 +17,7 @@ from hypothesis import example, given, target
 from harness.catalog import CATALOG, MASKED_SWEEP, SWEEP
 from harness.judge import (FP32_OUT, LOG, MASKED, SOFTMAX, Op, describe_input, expect_refusal, judge_softmax,
                            run_kernel)
-from harness.replay import command
+from harness.replay import line as replay_line
 from harness.soak import timeboxed
 from harness.strategies import Case, cases
 from report.records import make_record
@@ -40,7 +40,7 @@ class Worst:
 
 def check(kernel, backend, op: Op, case: Case, worst: Worst, record) -> None:
     x, mask = case.make(backend.device)
-    replay = f"{case!r} -> {describe_input(x, case.dim)}\nreplay in one step: {command(kernel.name, backend.name, op.name, case)}"
+    replay = f"{case!r} -> {describe_input(x, case.dim)}\n{replay_line(kernel.name, backend.name, op.name, case)}"
     run = functools.partial(run_kernel, kernel, x, case.dim, mask, log=op.log, out_dtype=op.out_dtype)
     refusal = kernel.capabilities.refusal(x, case.dim)
     if refusal is not None:

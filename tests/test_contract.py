@@ -51,15 +51,15 @@ def test_a_user_kernel_refuses_as_torch_does_and_silence_is_caught():
     """A user's kernel may refuse with torch's own errors, but never return numbers torch would refuse."""
     user = resolve("torch.nn.functional:softmax")
     assert not user.clear_refusals
-    ints = torch.ones(2, 3, dtype=torch.int32)
-    expect_refusal(user, lambda: user.softmax(ints, 1), ints, 1, EVERYTHING.refusal(ints, 1))  # RuntimeError: not implemented for 'Int'
-    expect_refusal(user, lambda: user.softmax(ints[:0], 1), ints[:0], 1, EVERYTHING.refusal(ints, 1))  # torch accepts an empty int tensor
+    ints, empty = torch.ones(2, 3, dtype=torch.int32), torch.ones(0, 3, dtype=torch.int32)
+    refusal = EVERYTHING.refusal(ints, 1)
+    expect_refusal(user, lambda: user.softmax(ints, 1), ints, 1, refusal)  # RuntimeError: not implemented for 'Int'
+    expect_refusal(user, lambda: user.softmax(empty, 1), empty, 1, refusal)  # torch accepts an empty int tensor
     silent = replace(user, softmax=lambda x, dim: torch.zeros(x.shape))
     with pytest.raises(AssertionError, match="returned numbers for an input outside"):
-        expect_refusal(silent, lambda: silent.softmax(ints, 1), ints, 1, EVERYTHING.refusal(ints, 1))
+        expect_refusal(silent, lambda: silent.softmax(ints, 1), ints, 1, refusal)
     with pytest.raises(RuntimeError):  # this project's kernels must raise the TypeError naming x.dtype
-        expect_refusal(replace(user, clear_refusals=True), lambda: user.softmax(ints, 1), ints, 1,
-                       EVERYTHING.refusal(ints, 1))
+        expect_refusal(replace(user, clear_refusals=True), lambda: user.softmax(ints, 1), ints, 1, refusal)
 
 
 def test_offsets_past_31_bits_are_refused():
