@@ -18,8 +18,10 @@ The building blocks:
   addresses poisons its own output;
 * :func:`value_classes`: normal values from 1e-3 to 1e4, uniform, equal rows,
   one dominant logit, gaps that underflow exp, values near the dtype's maximum,
-  subnormal inputs, signed zeros;
-* :func:`special_values`: -inf entries, all -inf rows, +inf, NaN;
+  subnormal inputs, signed zeros, rows shifted far below or far above zero by a
+  common offset, values equal to the sentinels kernels use for masking;
+* :func:`special_values`: -inf entries, all -inf rows, a leading block of -inf,
+  +inf, NaN;
 * :func:`masks`: keep-masks with partially and fully masked rows;
 * :func:`cases`: all of the above within one kernel's declared capabilities.
 """
@@ -36,6 +38,8 @@ from kernels.registry import Capabilities
 
 TESTED_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 SCALES = (1e-3, 1e-2, 0.1, 1.0, 4.0, 30.0, 1e2, 1e3, 1e4)
+OFFSETS = (1e2, 1e4, 1e6, 1e30, math.inf)  # |offset| of shifted rows; inf: half the dtype's maximum
+SENTINELS = (-1e4, -65504.0, -1e30, -math.inf)  # -inf: the dtype's most negative finite value (finfo.min)
 PRIMES = (2, 3, 5, 7, 13, 31, 61, 127, 251, 509, 1021, 2039, 4093, 8191, 16381, 32749, 65521)
 
 
@@ -46,12 +50,17 @@ class SizeCaps:
     max_elements: int
     max_row: int
 
+    def elements(self, dtype: torch.dtype) -> int:
+        """The most elements of one example: fp64 results are decided by the mpmath tier (~20 us each)."""
+        return self.max_elements if dtype != torch.float64 else self.max_elements // 64
+
 
 SIZE_CAPS = {
     "cpu": SizeCaps(max_elements=1 << 15, max_row=4096),  # the interpreter runs ~1 M elements/s
     # On devices the CPU-side oracle and bounds (~3 M elements/s together) set the pace.
-    "cuda": SizeCaps(max_elements=1 << 20, max_row=1 << 16),
-    "npu": SizeCaps(max_elements=1 << 20, max_row=1 << 14),
+    # Rows reach one past every declared code-path boundary (full_softmax splits fp32 rows past 65536).
+    "cuda": SizeCaps(max_elements=1 << 20, max_row=1 << 17),
+    "npu": SizeCaps(max_elements=1 << 20, max_row=1 << 15),
 }
 
 
@@ -80,7 +89,8 @@ def shapes(draw, *, ranks=(1, 2, 3, 4), last_dim_only=False, max_elements=1 << 1
     room = max(max_elements // n, 1)
     others = []
     for _ in range(rank - 1):
-        size = draw(st.integers(0, max(min(room, 64), 1)) | st.sampled_from([1, 3, 17]))
+        # 300: more rows than a narrow row index (mod 256) reaches.
+        size = draw(st.integers(0, max(min(room, 64), 1)) | st.sampled_from([1, 3, 17, 300]))
         size = min(size, room)
         others.append(size)
         room = max(room // max(size, 1), 1)
@@ -144,6 +154,35 @@ class Layout:
 
 
 CONTIGUOUS = "contiguous"
+LAYOUT_KINDS = (CONTIGUOUS, "padded", "transposed", "permuted", "sliced", "offset", "expanded")
+
+
+def layout_of_kind(kind: str, rank: int, dim: int, *, unit_row_stride: bool = False) -> Layout | None:
+    """One layout of ``kind`` (:data:`LAYOUT_KINDS`) for a rank-``rank`` tensor, or None where the rank
+    cannot have it (transposed is rank 2, permuted rank 3 or more; ``unit_row_stride`` keeps ``dim`` dense)."""
+    others = [d for d in range(rank) if d != dim]
+    order, steps = list(range(rank)), [1] * rank
+    pad = offset = 0
+    expanded: tuple[int, ...] = ()
+    if kind == "padded":
+        pad = 3
+    elif kind == "offset":
+        offset = 5
+    elif kind == "sliced":
+        if unit_row_stride and not others:
+            return None
+        steps[others[0] if unit_row_stride else dim] = 2
+    elif kind in ("transposed", "permuted"):
+        movable = others if unit_row_stride else order
+        if len(movable) < 2 or (kind == "transposed") != (rank == 2):
+            return None
+        order = movable[::-1] + ([dim] if unit_row_stride else [])
+    elif kind == "expanded":
+        if not others:
+            return None
+        expanded = (others[0],)
+    layout = Layout(tuple(order), tuple(steps), pad, offset, expanded)
+    return layout if layout.kind == kind else None
 
 
 @st.composite
@@ -207,6 +246,14 @@ class Values:
             x = (torch.rand(shape, generator=g, dtype=f64) * 2 - 1) * info.smallest_normal
         elif self.kind == "zeros":  # +0 and -0 mixed
             x = torch.where(torch.rand(shape, generator=g) < 0.5, 0.0, -0.0).to(f64)
+        elif self.kind in ("far-below", "far-above"):  # ordinary gaps (where the format's spacing allows) far from 0
+            offset = min(self.scale, info.max / 2) * (-1 if self.kind == "far-below" else 1)
+            x = offset + torch.randn(shape, generator=g, dtype=f64) * 4
+        elif self.kind == "sentinel":  # the finite fill values of masking code: some entries, some whole rows
+            fill = max(self.scale, info.min)
+            x = torch.randn(shape, generator=g, dtype=f64)
+            rows = torch.rand((*shape[:dim], 1, *shape[dim + 1:]), generator=g) < 0.25
+            x = torch.where((torch.rand(shape, generator=g) < 0.5) | rows, fill, x)
         else:
             raise ValueError(f"unknown value class {self.kind!r}")
         return x.to(dtype)
@@ -223,6 +270,8 @@ def value_classes() -> st.SearchStrategy[Values]:
         st.builds(Values, kind=st.just("near-max"), scale=st.sampled_from([0.5, 1e-3])),
         st.just(Values("subnormal")),
         st.just(Values("zeros")),
+        st.builds(Values, kind=st.sampled_from(["far-below", "far-above"]), scale=st.sampled_from(OFFSETS)),
+        st.builds(Values, kind=st.just("sentinel"), scale=st.sampled_from(SENTINELS)),
     )
 
 
@@ -234,12 +283,19 @@ class Specials:
     neg_inf_rows: float = 0.0
     pos_inf: float = 0.0
     nan: float = 0.0
+    neg_inf_head: float = 0.0  # the first share of every row is -inf (an online softmax's first tiles)
+
+    @property
+    def classes(self) -> tuple[str, ...]:
+        """The special-value classes present ("finite" when none)."""
+        present = tuple(name for name, share in (("-inf", self.neg_inf), ("-inf rows", self.neg_inf_rows),
+                                                 ("-inf head", self.neg_inf_head), ("+inf", self.pos_inf),
+                                                 ("nan", self.nan)) if share)
+        return present or ("finite",)
 
     @property
     def kind(self) -> str:
-        present = [name for name, share in (("-inf", self.neg_inf), ("-inf rows", self.neg_inf_rows),
-                                            ("+inf", self.pos_inf), ("nan", self.nan)) if share]
-        return "+".join(present) or "finite"
+        return "+".join(self.classes)
 
     def apply(self, x: torch.Tensor, dim: int, g: torch.Generator) -> torch.Tensor:
         x = x.clone()
@@ -249,6 +305,9 @@ class Specials:
         if self.neg_inf_rows and x.numel():
             rows_shape = (*x.shape[:dim], 1, *x.shape[dim + 1:])
             x = x.masked_fill(torch.rand(rows_shape, generator=g) < self.neg_inf_rows, -math.inf)
+        if self.neg_inf_head and x.numel():
+            head = math.ceil(self.neg_inf_head * x.shape[dim])
+            x.narrow(dim, 0, head).fill_(-math.inf)
         return x
 
 
@@ -260,7 +319,8 @@ def special_values() -> st.SearchStrategy[Specials]:
     share = st.sampled_from([0.0, 0.0, 0.01, 0.3])
     # Keyword arguments, so that Hypothesis prints a shrunk example with the field names.
     return st.one_of(st.just(NO_SPECIALS),
-                     st.builds(Specials, neg_inf=share, neg_inf_rows=share, pos_inf=share, nan=share))
+                     st.builds(Specials, neg_inf=share, neg_inf_rows=share, pos_inf=share, nan=share,
+                               neg_inf_head=st.sampled_from([0.0, 0.0, 0.0, 0.5])))
 
 
 @dataclass(frozen=True)
@@ -319,6 +379,12 @@ def matrix(rows: int, cols: int, dtype=torch.float32, values: Values = Values("n
     return Case((rows, cols), 1, dtype, values, seed=seed, **kw)
 
 
+def longest_row(capabilities: Capabilities, backend: str, dtype: torch.dtype, caps: SizeCaps) -> int:
+    """The longest row drawn for a kernel: the backend's size caps, and the kernel's own row limit."""
+    limit = capabilities.row_limit(backend)
+    return min(caps.max_row, caps.elements(dtype), limit or caps.max_row)
+
+
 @st.composite
 def cases(draw, capabilities: Capabilities, backend: str, *, dtypes=None, masked: bool = False,
           specials: bool = True, size: SizeCaps | None = None) -> Case:
@@ -326,13 +392,10 @@ def cases(draw, capabilities: Capabilities, backend: str, *, dtypes=None, masked
     caps = size or SIZE_CAPS[backend]
     usable = sorted(set(dtypes or TESTED_DTYPES + (torch.float64,)) & set(capabilities.dtypes), key=str)
     dtype = draw(st.sampled_from(usable))
-    # fp64 results are decided by the mpmath tier (~20 us each): keep those examples small.
-    max_elements = caps.max_elements if dtype != torch.float64 else caps.max_elements // 64
-    limit = capabilities.row_limit(backend)
-    max_row = min(caps.max_row, max_elements, limit or caps.max_row)
     boundaries = tuple(capabilities.path_boundaries.get(backend, ()))
     shape, dim = draw(shapes(ranks=capabilities.ranks or {1, 2, 3, 4}, last_dim_only=capabilities.last_dim_only,
-                             max_elements=max_elements, max_row=max_row, boundaries=boundaries))
+                             max_elements=caps.elements(dtype), max_row=longest_row(capabilities, backend, dtype, caps),
+                             boundaries=boundaries))
     return Case(
         shape=shape,
         dim=dim,

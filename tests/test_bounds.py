@@ -6,9 +6,10 @@ import torch
 from hypothesis import example, given
 
 from harness.backend import Backend
-from harness.catalog import CATALOG, SWEEP
+from harness.catalog import CATALOG
+from harness.coverage import VALUE_VARIANTS
 from harness.judge import as_rows, judge_softmax, measure
-from harness.strategies import TESTED_DTYPES, Case, Layout, Values, cases
+from harness.strategies import TESTED_DTYPES, Case, Layout, Values, cases, matrix
 from kernels import torch_softmax
 from kernels.registry import Capabilities, resolve
 from oracles import correctly_rounded, profiles
@@ -166,8 +167,13 @@ def reductions(n: int) -> list[Reduction]:
             Reduction("triton-block", num_warps=16, block=8192, chunks=-(-n // 8192))]
 
 
+# One input per dtype and value class.
+VALUE_SWEEP = [matrix(4, 97, dtype, variants[0], seed=100 + i) for i, (dtype, variants) in enumerate(
+    (d, v) for d in (torch.float32, torch.float16, torch.bfloat16, torch.float64) for v in VALUE_VARIANTS.values())]
+
+
 def catalog_and_sweep(test):
-    for case in [c for c in CATALOG.values() if c.mask is None] + SWEEP:
+    for case in [c for c in CATALOG.values() if c.mask is None] + VALUE_SWEEP:
         test = example(case=case)(test)
     return test
 
