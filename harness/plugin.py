@@ -10,7 +10,8 @@ Each hook does one job:
 * ``pytest_generate_tests``: one test per kernel for tests that take ``kernel``;
 * fixtures ``backend``, ``note`` and ``invariance``;
 * ``pytest_terminal_summary``: figures that tests report with the ``note``
-  fixture (they travel on test reports, see :mod:`harness.payload`).
+  fixture (they travel on test reports, see :mod:`harness.payload`), and the
+  coverage matrix of the accuracy tests (:mod:`harness.coverage`).
 
 Under ``pytest -n`` each worker also takes its share of the CPU threads:
 workers each running torch with every core would oversubscribe the machine.
@@ -50,8 +51,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     group.addoption(
         "--kernel", action="append", default=[], metavar="NAME|module:function",
-        help="kernel to validate (repeatable): a registered name, 'torch', or a callable "
-             "with torch.softmax's signature given as package.module:function; default: all registered",
+        help="kernel to validate (repeatable): a registered name, 'torch', 'all' (every registered kernel, the "
+             "peers too), or a callable with torch.softmax's signature given as package.module:function; "
+             "default: the registered kernels but the peers",
     )
 
 
@@ -71,11 +73,22 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(str(error)) from None
     import kernels  # only now: the backend decides how @triton.jit decorates
 
+    names = config.getoption("kernel")
     try:
-        selected = [kernels.resolve(name) for name in config.getoption("kernel")]
+        selected = [kernels.resolve(name) for name in names if name != "all"]
     except (ValueError, ImportError) as error:
         raise pytest.UsageError(str(error)) from None
+    if "all" in names:  # every registered kernel, peers included (skipped where their library is absent)
+        selected = kernels.registered() + [spec for spec in selected if spec not in kernels.registered()]
     config.stash[KERNELS] = selected or [spec for spec in kernels.registered() if spec.by_default]
+    from .coverage import boundaries_beyond_caps
+
+    for spec in config.stash[KERNELS]:
+        beyond = boundaries_beyond_caps(spec.capabilities, config.stash[BACKEND].name)
+        if beyond:
+            raise pytest.UsageError(f"{spec.name} declares code-path boundaries at row lengths {beyond} on "
+                                    f"{config.stash[BACKEND].name}, past the suite's size caps (harness/strategies.py "
+                                    f"SIZE_CAPS): one side of each would never be tested")
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -153,3 +166,6 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
         terminalreporter.write_sep("-", "softmax suite figures")
         for line in lines:
             terminalreporter.write_line(line)
+    from .coverage import write_matrices  # imports the kernels, which wait for pytest_configure's backend
+
+    write_matrices(terminalreporter)

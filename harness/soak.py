@@ -57,6 +57,11 @@ _ran = 0  # examples the running test ran
 _failed = False  # whether one of them failed: Hypothesis then replays it, and must see it fail again
 
 
+def in_time_box() -> bool:
+    """Whether the running test runs inside a soak's time box, which may end its examples early."""
+    return _test_deadline is not None
+
+
 def timeboxed(test):
     """The body of a Hypothesis test (place it under ``@given``), ended early by a soak.
 

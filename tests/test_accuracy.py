@@ -2,9 +2,11 @@
 
 For each kernel the inputs come from its declared capabilities; a catalog
 input outside them must be refused with the error the capabilities name.
-Hypothesis's target phase climbs toward the largest error-to-bound ratio and
-the largest ULP error; the worst input seen is reported at the end of the run
-with its replay line.
+Each test first draws every cell of its coverage matrix that the kernel's
+capabilities allow (:mod:`harness.coverage`), and fails if one stayed empty;
+then Hypothesis's target phase climbs toward the largest error-to-bound ratio
+and the largest ULP error; the worst input seen is reported at the end of the
+run with its replay line.
 """
 
 import functools
@@ -14,11 +16,11 @@ import pytest
 import torch
 from hypothesis import example, given, target
 
-from harness.catalog import CATALOG, MASKED_SWEEP, SWEEP
+from harness import coverage, soak
+from harness.catalog import CATALOG
 from harness.judge import (FP32_OUT, LOG, MASKED, SOFTMAX, Op, describe_input, expect_refusal, judge_softmax,
                            run_kernel)
 from harness.replay import line as replay_line
-from harness.soak import timeboxed
 from harness.strategies import Case, cases
 from report.records import make_record
 
@@ -38,7 +40,7 @@ class Worst:
             note(f"worst {what} input, {dtype}: {line}")
 
 
-def check(kernel, backend, op: Op, case: Case, worst: Worst, record) -> None:
+def check(kernel, backend, op: Op, case: Case, worst: Worst, record, drawn: coverage.Drawn) -> None:
     x, mask = case.make(backend.device)
     replay = f"{case!r} -> {describe_input(x, case.dim)}\n{replay_line(kernel.name, backend.name, op.name, case)}"
     run = functools.partial(run_kernel, kernel, x, case.dim, mask, log=op.log, out_dtype=op.out_dtype)
@@ -46,6 +48,7 @@ def check(kernel, backend, op: Op, case: Case, worst: Worst, record) -> None:
     if refusal is not None:
         expect_refusal(kernel, run, x, case.dim, refusal)
         return
+    drawn.add(case, x)
     verdict = judge_softmax(kernel, backend.name, x, case.dim, run(), mask=mask, log=op.log,
                             out_dtype=op.out_dtype, replay=replay)
     record(make_record(kernel.name, backend, case, op.name, verdict))
@@ -57,46 +60,54 @@ def check(kernel, backend, op: Op, case: Case, worst: Worst, record) -> None:
     assert verdict.ok, verdict.explain()
 
 
-def examples(op: Op) -> list[Case]:
-    """The catalog's entries for this operation, and the category sweep, in the op's dtypes."""
-    catalog = [c for c in CATALOG.values() if (c.mask is not None) == op.masked]
-    return [c for c in catalog + (MASKED_SWEEP if op.masked else SWEEP) if c.dtype in op.dtypes]
+def examples(kernel, backend, op: Op) -> list[Case]:
+    """The catalog's entries for this operation in the op's dtypes, and the sweep of the coverage matrix."""
+    catalog = [c for c in CATALOG.values() if (c.mask is not None) == op.masked and c.dtype in op.dtypes]
+    return catalog + coverage.sweep(kernel.capabilities, backend.name, op.dtypes, masked=op.masked)
 
 
-def run_op(kernel, backend, op: Op, note, accuracy_record) -> None:
+def run_op(kernel, backend, op: Op, note, accuracy_record, request) -> None:
     worst = Worst()
+    drawn = coverage.Drawn(kernel, backend.name, op.name, coverage.space(kernel.capabilities, backend.name, op.dtypes))
 
     @given(case=cases(kernel.capabilities, backend.name, masked=op.masked, dtypes=op.dtypes))
-    @timeboxed
+    @soak.timeboxed
     def one_case(case):
-        check(kernel, backend, op, case, worst, accuracy_record)
+        check(kernel, backend, op, case, worst, accuracy_record, drawn)
 
-    for case in examples(op):
+    for case in examples(kernel, backend, op):
         one_case = example(case=case)(one_case)
-    one_case()
+    try:
+        one_case()
+    finally:
+        drawn.report(request.node)
     worst.report(note, op.name)
+    if not soak.in_time_box():
+        missing = drawn.missing()
+        assert not missing, (f"{kernel.name} {op.name}: {len(missing)} allowed cells of the coverage matrix not drawn, "
+                             f"e.g. {missing[:5]}")
 
 
-def test_softmax_within_derived_bound(kernel, backend, note, accuracy_record):
-    run_op(kernel, backend, SOFTMAX, note, accuracy_record)
+def test_softmax_within_derived_bound(kernel, backend, note, accuracy_record, request):
+    run_op(kernel, backend, SOFTMAX, note, accuracy_record, request)
 
 
-def test_masked_softmax_within_derived_bound(kernel, backend, note, accuracy_record):
+def test_masked_softmax_within_derived_bound(kernel, backend, note, accuracy_record, request):
     if not kernel.capabilities.masked:
         pytest.skip(f"{kernel.name} declares no masked softmax")
-    run_op(kernel, backend, MASKED, note, accuracy_record)
+    run_op(kernel, backend, MASKED, note, accuracy_record, request)
 
 
-def test_log_softmax_within_derived_bound(kernel, backend, note, accuracy_record):
+def test_log_softmax_within_derived_bound(kernel, backend, note, accuracy_record, request):
     if not kernel.capabilities.log_softmax:
         pytest.skip(f"{kernel.name} declares no log_softmax")
-    run_op(kernel, backend, LOG, note, accuracy_record)
+    run_op(kernel, backend, LOG, note, accuracy_record, request)
 
 
-def test_fp32_output_of_half_input_within_derived_bound(kernel, backend, note, accuracy_record):
+def test_fp32_output_of_half_input_within_derived_bound(kernel, backend, note, accuracy_record, request):
     if not kernel.capabilities.out_dtype:
         pytest.skip(f"{kernel.name} declares no out_dtype")
-    run_op(kernel, backend, FP32_OUT, note, accuracy_record)
+    run_op(kernel, backend, FP32_OUT, note, accuracy_record, request)
 
 
 def test_masked_rows_keeping_only_nan_are_nan_on_every_path(kernel, backend):

@@ -1,0 +1,263 @@
+"""The coverage matrix of the accuracy tests: which cells of the input space a test drew, and a sweep that draws all.
+
+The axes: dtype; row length, in bands (1, 2-16, 17-256, 257-1024, 1025-4096,
+longer) and on each side of every code-path boundary the kernel declares on the
+backend (b - 1 and b + 1); value class; layout class; special-value class.  A
+*cell* joins a dtype and a row-length cell with one class of one of the three
+other axes: every value class, layout and special class is drawn at every dtype
+and row length.  (The five-way product, some 10^4 cells per kernel and test,
+would cost more than the whole gate; these faces hold every combination of a
+class with dtype and row length, where kernels change code path.)
+
+A cell is *allowed* when the kernel's capabilities and the backend's size caps
+admit an input in it.  :func:`sweep` gives, per dtype and row-length cell, one
+case per class of the longest class axis, each also taking a class of the two
+others, so a test that runs it as explicit examples draws every allowed cell
+before Hypothesis spends its budget on random draws.  Cells are read from the
+generated input, not from the recipe: a -inf class counts only if the tensor
+holds a -inf.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass
+
+import pytest
+import torch
+
+from kernels.registry import Capabilities
+from oracles.formats import format_of
+
+from . import payload
+from .strategies import (LAYOUT_KINDS, SIZE_CAPS, Case, Mask, SizeCaps, Specials, Values, interesting_lengths,
+                         layout_of_kind, longest_row)
+
+BANDS = ((1, 1), (2, 16), (17, 256), (257, 1024), (1025, 4096), (4097, math.inf))
+# Each class with the variants the sweep cycles through (the first is the representative).
+VALUE_VARIANTS = {
+    "normal": (Values("normal", 4.0), Values("normal", 1e-3), Values("normal", 30.0)),
+    "uniform": (Values("uniform", 30.0), Values("uniform", 1.0)),
+    "equal": (Values("equal", 1.0), Values("equal", 1e3)),
+    "dominant": (Values("dominant", 50.0), Values("dominant", 200.0)),
+    "underflow": (Values("underflow", 1.0), Values("underflow", 2.0)),
+    "near-max": (Values("near-max", 0.5), Values("near-max", 1e-3)),
+    "subnormal": (Values("subnormal"),),
+    "zeros": (Values("zeros"),),
+    "far-below": (Values("far-below", 1e6), Values("far-below", math.inf), Values("far-below", 1e4),
+                  Values("far-below", 1e30), Values("far-below", 1e2)),
+    "far-above": (Values("far-above", 1e6), Values("far-above", math.inf), Values("far-above", 1e2)),
+    "sentinel": (Values("sentinel", -1e4), Values("sentinel", -65504.0), Values("sentinel", -math.inf),
+                 Values("sentinel", -1e30)),
+}
+SPECIAL_RECIPES = {
+    "finite": Specials(),
+    "-inf": Specials(neg_inf=0.3),
+    "-inf rows": Specials(neg_inf_rows=0.5),
+    "-inf head": Specials(neg_inf_head=0.5),
+    "+inf": Specials(pos_inf=0.3),
+    "nan": Specials(nan=0.3),
+}
+COVERAGE = "coverage"  # the payload kind
+SWEEP_ELEMENTS = 2048  # a sweep case's size, past two rows: cells, not bulk, are what it is for
+AXES = {"values": tuple(VALUE_VARIANTS), "layouts": LAYOUT_KINDS, "specials": tuple(SPECIAL_RECIPES)}
+
+
+def band_label(lo: int, hi: float) -> str:
+    return str(lo) if lo == hi else f"{lo}-{hi}" if hi != math.inf else f">{lo - 1}"
+
+
+def length_cells(n: int, boundaries) -> list[str]:
+    """The row-length cells of a row of ``n``: its band, and the side of a boundary it sits just beside."""
+    cells = [band_label(lo, hi) for lo, hi in BANDS if lo <= n <= hi]
+    cells += [f"{b}{side}" for b in boundaries for side, m in (("-1", b - 1), ("+1", b + 1)) if n == m]
+    return cells
+
+
+def special_classes(x: torch.Tensor, dim: int, specials: Specials) -> set[str]:
+    """The special-value classes the input really holds."""
+    rows = x.detach().to("cpu").movedim(dim, -1).reshape(-1, x.shape[dim]) if x.dim() else x.reshape(1, 1)
+    found = set()
+    if rows.numel():
+        neg = rows == -math.inf
+        found |= {name for name, present in (("-inf", neg.any()), ("-inf rows", neg.all(dim=1).any()),
+                                             ("-inf head", specials.neg_inf_head > 0 and neg[:, 0].all()),
+                                             ("+inf", (rows == math.inf).any()), ("nan", rows.isnan().any()))
+                  if present}
+        if rows.isfinite().all():
+            found.add("finite")
+    return found
+
+
+def cells_of(case: Case, x: torch.Tensor, boundaries) -> set[tuple[str, str, str, str]]:
+    """The cells (dtype, row-length cell, axis, class) an input drew."""
+    dtype = str(format_of(case.dtype))
+    classes = {("values", case.values.kind), ("layouts", case.layout_kind)}
+    classes |= {("specials", name) for name in special_classes(x, case.dim, case.specials)}
+    return {(dtype, length, axis, name) for length in length_cells(case.row_length, boundaries)
+            for axis, name in classes}
+
+
+@dataclass(frozen=True)
+class Space:
+    """The cells one kernel's accuracy test may draw for one operation on one backend."""
+
+    lengths: dict  # dtype label -> its allowed row-length cells
+    classes: dict  # axis -> its allowed classes
+
+    def cells(self) -> set[tuple[str, str, str, str]]:
+        return {(dtype, length, axis, name) for dtype, lengths in self.lengths.items() for length in lengths
+                for axis, names in self.classes.items() for name in names}
+
+
+class Drawn:
+    """The cells one accuracy test drew, counted, against the cells it may draw."""
+
+    def __init__(self, kernel, backend: str, op: str, allowed: Space) -> None:
+        self.kernel, self.backend, self.op, self.allowed = kernel, backend, op, allowed
+        self.boundaries = kernel.capabilities.path_boundaries.get(backend, ())
+        self.counts: Counter = Counter()
+
+    def add(self, case: Case, x: torch.Tensor) -> None:
+        self.counts.update(cells_of(case, x, self.boundaries))
+
+    def missing(self) -> list[tuple[str, str, str, str]]:
+        return sorted(self.allowed.cells() - set(self.counts))
+
+    def report(self, item: pytest.Item) -> None:
+        """Send the counts to the end of the run (they ride on the test's report, across xdist)."""
+        payload.add(item, COVERAGE, {
+            "kernel": self.kernel.name, "backend": self.backend, "op": self.op,
+            "lengths": self.allowed.lengths, "classes": self.allowed.classes,
+            "counts": [[*cell, n] for cell, n in sorted(self.counts.items())]})
+
+
+def ranks_and_dims(capabilities: Capabilities) -> list[tuple[int, int]]:
+    ranks = sorted(capabilities.ranks or {1, 2, 3, 4})
+    return [(r, d) for r in ranks for d in ([r - 1] if capabilities.last_dim_only else range(r))]
+
+
+def usable_dtypes(capabilities: Capabilities, dtypes) -> list[torch.dtype]:
+    return sorted(set(dtypes) & set(capabilities.dtypes), key=str)
+
+
+def space(capabilities: Capabilities, backend: str, dtypes, *, specials: bool = True,
+          size: SizeCaps | None = None) -> Space:
+    caps = size or SIZE_CAPS[backend]
+    boundaries = capabilities.path_boundaries.get(backend, ())
+    lengths = {}
+    for dtype in usable_dtypes(capabilities, dtypes):
+        top = longest_row(capabilities, backend, dtype, caps)
+        cells = [band_label(lo, hi) for lo, hi in BANDS if lo <= top]
+        cells += [f"{b}{side}" for b in boundaries for side, m in (("-1", b - 1), ("+1", b + 1)) if m <= top]
+        lengths[str(format_of(dtype))] = tuple(cells)
+    unit = capabilities.unit_column_stride
+    layouts = tuple(k for k in LAYOUT_KINDS
+                    if any(layout_of_kind(k, r, d, unit_row_stride=unit) for r, d in ranks_and_dims(capabilities)))
+    classes = {"values": AXES["values"], "layouts": layouts, "specials": AXES["specials"] if specials else ("finite",)}
+    return Space(lengths, classes)
+
+
+def boundaries_beyond_caps(capabilities: Capabilities, backend: str, caps: SizeCaps | None = None) -> list[int]:
+    """Declared path boundaries whose far side (b + 1) the backend's size caps never draw, within the row limit."""
+    caps = caps or SIZE_CAPS[backend]
+    limit = capabilities.row_limit(backend)
+    return [b for b in capabilities.path_boundaries.get(backend, ())
+            if b + 1 > caps.max_row and (limit is None or b + 1 <= limit)]
+
+
+def length_groups(cells, top: int, boundaries) -> list:
+    """Row-length choosers ``k -> n`` whose rows cover ``cells``: one beside each boundary (which also covers
+    its band), then one per band left, cycling through the band's interesting lengths."""
+    groups, uncovered = [], set(cells)
+    for b in boundaries:
+        for side, m in (("-1", b - 1), ("+1", b + 1)):
+            if f"{b}{side}" in uncovered:
+                groups.append(lambda k, m=m: m)
+                uncovered -= set(length_cells(m, boundaries))
+    for lo, hi in BANDS:
+        if band_label(lo, hi) in uncovered:
+            choices = [n for n in interesting_lengths(int(min(hi, top)), tuple(boundaries)) if n >= lo]
+            groups.append(lambda k, choices=choices: choices[k % len(choices)])
+    return groups
+
+
+def _shape(rank: int, dim: int, n: int, room: int) -> tuple[int, ...]:
+    """Rows of ``n`` with other dims of 2, 3, 2 while ``room`` (rows) allows; the first other dim is always 2."""
+    sizes = []
+    for position, size in enumerate((2, 3, 2)[:rank - 1]):
+        size = size if size <= room or position == 0 else 1
+        sizes.append(size)
+        room //= size
+    sizes.insert(dim, n)
+    return tuple(sizes)
+
+
+def _showing(case: Case, special: str, boundaries) -> Case:
+    """``case`` with the first seed whose input holds the special class it stands for."""
+    for seed in range(case.seed, case.seed + 64):
+        candidate = Case(case.shape, case.dim, case.dtype, case.values, case.layout, case.specials, case.mask, seed)
+        x, _ = candidate.make()
+        if special in special_classes(x, candidate.dim, candidate.specials):
+            return candidate
+    raise AssertionError(f"no seed near {case.seed} puts {special!r} into {case!r}")
+
+
+def sweep(capabilities: Capabilities, backend: str, dtypes, *, masked: bool = False, specials: bool = True,
+          size: SizeCaps | None = None) -> list[Case]:
+    """Cases that draw every allowed cell of :func:`space` (a case takes one class of each axis)."""
+    caps = size or SIZE_CAPS[backend]
+    boundaries = capabilities.path_boundaries.get(backend, ())
+    allowed = space(capabilities, backend, dtypes, specials=specials, size=caps)
+    unit = capabilities.unit_column_stride
+    layout_options = {k: [(r, d, layout) for r, d in ranks_and_dims(capabilities)
+                          if (layout := layout_of_kind(k, r, d, unit_row_stride=unit))]
+                      for k in allowed.classes["layouts"]}
+    values, layouts, special_names = (allowed.classes[a] for a in ("values", "layouts", "specials"))
+    cases = []
+    for i, dtype in enumerate(usable_dtypes(capabilities, dtypes)):
+        top = longest_row(capabilities, backend, dtype, caps)
+        for j, length in enumerate(length_groups(allowed.lengths[str(format_of(dtype))], top, boundaries)):
+            for k in range(max(len(values), len(layouts), len(special_names))):
+                n = length(k)
+                options = layout_options[layouts[k % len(layouts)]]
+                rank, dim, layout = options[(i + j + k) % len(options)]
+                variants = VALUE_VARIANTS[values[k % len(values)]]
+                special = special_names[k % len(special_names)]
+                case = Case(_shape(rank, dim, n, min(caps.elements(dtype), SWEEP_ELEMENTS) // n), dim, dtype,
+                            variants[(i + j) % len(variants)], layout, SPECIAL_RECIPES[special],
+                            Mask() if masked else None, seed=10_000 + 1_000 * i + 100 * j + k)
+                cases.append(_showing(case, special, boundaries))
+    return cases
+
+
+def render(title: str, allowed: Space, counts: dict) -> list[str]:
+    """The matrix as text: a row per dtype and row-length cell, a column per class; '.' an empty allowed cell."""
+    columns = [(axis, name) for axis, names in allowed.classes.items() for name in names]
+    head = ["dtype", "row length"] + [name for _, name in columns]
+    rows = []
+    for dtype, lengths in allowed.lengths.items():
+        for length in lengths:
+            rows.append([dtype, length] + [str(counts.get((dtype, length, axis, name), ".")) for axis, name in columns])
+    widths = [max(len(r[c]) for r in [head] + rows) for c in range(len(head))]
+    line = lambda cells: "  ".join(cell.rjust(w) if c > 1 else cell.ljust(w) for c, (cell, w) in enumerate(zip(cells, widths)))
+    groups = "  ".join(f"{axis}: {len(names)}" for axis, names in allowed.classes.items())
+    return [f"{title} ({groups} classes)", line(head)] + [line(r) for r in rows]
+
+
+def write_matrices(terminalreporter) -> None:
+    """The coverage matrix of every accuracy test that ran: counts per cell, '.' for an allowed cell left empty."""
+    entries = [e for reports in terminalreporter.stats.values() for report in reports
+               for e in payload.of(report, COVERAGE)]
+    if not entries:
+        return
+    terminalreporter.write_sep("-", "coverage matrix of the accuracy tests (drawn inputs per cell)")
+    for e in sorted(entries, key=lambda e: (e["kernel"], e["op"])):
+        allowed = Space(e["lengths"], e["classes"])
+        counts = {tuple(cell[:4]): cell[4] for cell in e["counts"]}
+        empty = len(allowed.cells() - set(counts))
+        title = (f"{e['kernel']} {e['op']} on {e['backend']}: {len(allowed.cells()) - empty} of "
+                 f"{len(allowed.cells())} allowed cells drawn")
+        for line in render(title, allowed, counts):
+            terminalreporter.write_line(line)
