@@ -103,13 +103,14 @@ TORCH_CUDA = Arithmetic(
 ORDER_FREE = Reduction("sequential")
 
 
-def triton_block_profile(backend: str, num_warps: int) -> PrecisionProfile:
-    """A Triton kernel that sums each row with one ``tl.sum`` over a padded block."""
+def triton_block_profile(backend: str, num_warps: int, arithmetic: Arithmetic | None = None) -> PrecisionProfile:
+    """A Triton kernel that sums each row with one ``tl.sum`` over a padded block (in the backend's
+    plain Triton arithmetic, unless the kernel's own is given)."""
     reduction = {
         "cpu": Reduction("numpy-pairwise-block"),
         "cuda": Reduction("triton-block", num_warps=num_warps),
     }.get(backend, ORDER_FREE)
-    return PrecisionProfile(TRITON_ARITHMETIC[backend], reduction)
+    return PrecisionProfile(arithmetic or TRITON_ARITHMETIC[backend], reduction)
 
 
 def torch_profile(backend: str, x: torch.Tensor, dim: int, log: bool = False) -> PrecisionProfile:
@@ -188,9 +189,17 @@ def loosest(name: str, arithmetics) -> Arithmetic:
     )
 
 
-UNKNOWN = loosest("unknown kernel (loosest known)", [
-    INTERPRETER, TRITON_NVIDIA, TRITON_ASCEND, TORCH_CPU, TORCH_CPU_OTHER_DIMS, TORCH_CUDA,
-    *FULL_SOFTMAX_ARITHMETIC.values()])
+# Every arithmetic known on each backend: plain Triton, torch, and full_softmax's.
+BACKEND_ARITHMETICS = {
+    backend: [*plain, *(a for (where, _), a in FULL_SOFTMAX_ARITHMETIC.items() if where == backend)]
+    for backend, plain in {"cpu": [INTERPRETER, TORCH_CPU, TORCH_CPU_OTHER_DIMS], "cuda": [TRITON_NVIDIA, TORCH_CUDA],
+                           "npu": [TRITON_ASCEND]}.items()
+}
+
+UNKNOWN = loosest("unknown kernel (loosest known)", [a for known in BACKEND_ARITHMETICS.values() for a in known])
 
 TRITON_ARITHMETIC = {"cpu": INTERPRETER, "cuda": TRITON_NVIDIA, "npu": TRITON_ASCEND}
+# kernels/rowwise.py rounds bf16 outputs to nearest in integer arithmetic, subnormals included.
+ROWWISE_ARITHMETIC = {"cpu": replace(INTERPRETER, name="Triton interpreter (numpy), bf16 rounded to nearest by the kernel",
+                                     downcast_ulps=TO_NEAREST, subnormal_downcast_unreliable=frozenset())}
 TORCH_ARITHMETIC = {"cpu": TORCH_CPU, "cuda": TORCH_CUDA, "npu": UNKNOWN}
