@@ -10,9 +10,10 @@ Profiles (pick with ``--hypothesis-profile NAME`` or ``HYPOTHESIS_PROFILE``):
 * ``nightly``: ten times the ``ci`` budget, randomised, with Hypothesis's
   target phase climbing toward the worst error-to-bound ratio; what
   ``python -m harness.soak`` runs in time-boxed rounds;
-* ``mutation``: what the mutation test runs against each planted bug:
-  derandomised, a smaller budget, no shrinking (a caught mutant needs no
-  minimal example, only the name of the test that caught it).
+* ``mutation``: what the mutation test runs against each planted bug: the
+  ``ci`` profile's examples (same budget, same pinned seeds), stopping at the
+  first failing example, without shrinking (a caught mutant needs no minimal
+  example, only the name of the test that caught it).
 
 ``SOFTMAX_SUITE_EXAMPLES=DIR`` keeps failing examples in a directory database
 that every profile reads first, so a failure found by the nightly run replays
@@ -44,8 +45,8 @@ if DATABASE is None:
 else:
     settings.register_profile("ci", max_examples=CI_EXAMPLES, database=DATABASE, **common)
 settings.register_profile("nightly", max_examples=10 * CI_EXAMPLES, database=DATABASE, **common)
-settings.register_profile("mutation", max_examples=12, derandomize=True, database=None,
-                          phases=[Phase.explicit, Phase.generate], **common)
+settings.register_profile("mutation", max_examples=CI_EXAMPLES, database=None, report_multiple_bugs=False,
+                          phases=[Phase.explicit, Phase.generate, Phase.target], **common)
 settings.load_profile(default_profile())
 
 # Now and then Hypothesis draws a constant mined from this checkout's own modules, and it

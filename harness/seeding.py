@@ -41,10 +41,11 @@ def pin_seed(test):
 
 
 def pinned_base(config: pytest.Config) -> int | None:
-    """The base of the seeds tests take: --soak-seed, or 0 in every ci run; None leaves Hypothesis's own."""
+    """The base of the seeds tests take: --soak-seed, or 0 in every ci run (and the mutation test's runs, which
+    draw the gate's examples); None leaves Hypothesis's own."""
     if config.getoption("soak_seed") is not None:
         return config.getoption("soak_seed")
-    if active_profile(config) == "ci":
+    if active_profile(config) in ("ci", "mutation"):
         return 0
     return None
 

@@ -1,13 +1,14 @@
-"""The mutation catalog: the row-wise kernel with one known bug planted at a time.
+"""The mutation catalog: a correct kernel with one known bug planted at a time.
 
-Each mutant is ``kernels.rowwise`` compiled with one ``MUTATION`` switch, and
-declares its parent's capabilities and precision profile, so only the bug
-differs.  They are not registered: ``--kernel kernels.mutants:NAME`` selects
+Each mutant is a parent, ``kernels.rowwise`` (one block per row) or
+``kernels.online`` (an online two-pass softmax, for the bugs of that
+algorithm), compiled with one ``MUTATION`` switch, and declares its parent's
+capabilities and precision profile, so only the bug differs.  They are not registered: ``--kernel kernels.mutants:NAME`` selects
 one, as a user would select their own kernel.  ``tests/test_mutation.py`` runs
 the suite against every one of them and expects each to be caught.
 """
 
-from . import rowwise
+from . import online, rowwise
 
 BUG_CLASSES = {
     "ignore_column_stride": "column stride ignored",
@@ -26,17 +27,25 @@ BUG_CLASSES = {
     "subnormal_flush": "subnormal results flushed where the profile says they are not",
     "half_precision_exp": "exp of a gap rounded to fp16",
     "partial_row_max": "max taken over half of the row",
+    "finite_fill": "padding lanes filled with a finite -1e4 instead of -inf",
+    "exp2_fma": "exp(x - m) as 2^(x log2e - m log2e) with m log2e in an FMA: x log2e rounded, |x| u error",
+    "bf16_sum": "the sum accumulated in bf16 whatever the input dtype",
+    "skip_last_of_long_rows": "the sum skips the last element of rows longer than 1024",
+    "bf16_truncation": "bf16 outputs truncated instead of rounded to nearest",
+    "fp16_reciprocal": "the reciprocal of the sum rounded to fp16",
+    "row_index_wrap": "the row index wraps (at 2^8 here, standing for a 16-bit index)",
+    "online_neg_inf_head": "online softmax: a leading tile of -inf makes the rescale exp(-inf + inf) = NaN",
 }
 
 
-def mutant(code):
-    """A kernel callable: the parent with bug ``code`` planted, declaring the parent's capabilities."""
+def mutant(code, parent=rowwise):
+    """A kernel callable: ``parent`` with bug ``code`` planted, declaring the parent's capabilities."""
 
     def softmax(x, dim=-1):
-        return rowwise.launch(x, dim, code)
+        return parent.launch(x, dim, code)
 
-    softmax.capabilities = rowwise.CAPABILITIES
-    softmax.precision = rowwise.precision
+    softmax.capabilities = parent.CAPABILITIES
+    softmax.precision = parent.precision
     return softmax
 
 
@@ -56,3 +65,11 @@ row_left_unwritten = mutant(rowwise.ROW_LEFT_UNWRITTEN)
 subnormal_flush = mutant(rowwise.SUBNORMAL_FLUSH)
 half_precision_exp = mutant(rowwise.HALF_PRECISION_EXP)
 partial_row_max = mutant(rowwise.PARTIAL_ROW_MAX)
+finite_fill = mutant(rowwise.FINITE_FILL)
+exp2_fma = mutant(rowwise.EXP2_FMA)
+bf16_sum = mutant(rowwise.BF16_SUM)
+skip_last_of_long_rows = mutant(rowwise.SKIP_LAST_OF_LONG_ROWS)
+bf16_truncation = mutant(rowwise.BF16_TRUNCATION)
+fp16_reciprocal = mutant(rowwise.FP16_RECIPROCAL)
+row_index_wrap = mutant(rowwise.ROW_INDEX_WRAP)
+online_neg_inf_head = mutant(online.NEG_INF_HEAD_NAN, online)

@@ -3,6 +3,9 @@
 Like the documents' kernel it keeps a whole row in one block and walks rows
 with persistent programs, but it follows both strides of the input and of the
 output, forms offsets in 64 bits, and computes in fp32 whatever the input dtype.
+It rounds bf16 outputs to nearest itself, in integer arithmetic: Triton's
+interpreter truncates its own fp32 -> bf16 conversion, which would hide a kernel
+that truncates (one of the mutants) on the CPU.
 
 ``MUTATION`` plants one known bug at a time (:mod:`kernels.mutants`).  With
 ``MUTATION = CORRECT`` every switch below compiles away and the kernel is
@@ -16,7 +19,7 @@ import torch
 import triton
 import triton.language as tl
 
-from oracles.profiles import triton_block_profile
+from oracles.profiles import ROWWISE_ARITHMETIC, triton_block_profile
 
 from .launch import compute_units, require_triton_device
 from .registry import ALL_INVARIANCES, HALF_AND_SINGLE, Capabilities, KernelSpec, register
@@ -39,8 +42,28 @@ ROW_LEFT_UNWRITTEN = tl.constexpr(13)
 SUBNORMAL_FLUSH = tl.constexpr(14)
 HALF_PRECISION_EXP = tl.constexpr(15)
 PARTIAL_ROW_MAX = tl.constexpr(16)
+FINITE_FILL = tl.constexpr(17)
+EXP2_FMA = tl.constexpr(18)
+BF16_SUM = tl.constexpr(19)
+SKIP_LAST_OF_LONG_ROWS = tl.constexpr(20)
+BF16_TRUNCATION = tl.constexpr(21)
+FP16_RECIPROCAL = tl.constexpr(22)
+ROW_INDEX_WRAP = tl.constexpr(23)
 
 WRAP = tl.constexpr(1 << 14)  # offsets wrap here instead of at 2^31, so that CPU-sized inputs show the bug
+ROW_WRAP = tl.constexpr(1 << 8)  # a narrow row index wraps here (standing for 2^16), within CPU-sized inputs
+LONG_ROW = tl.constexpr(1024)
+LOG2E = tl.constexpr(1.4426950408889634)
+
+
+@triton.jit
+def _to_bfloat16(y, TRUNCATE: tl.constexpr):
+    """fp32 -> bf16 rounded to nearest, ties to even, in integer arithmetic (or truncated)."""
+    bits = y.to(tl.uint32, bitcast=True)
+    if not TRUNCATE:
+        bits = bits + 0x7FFF + ((bits >> 16) & 1)
+    rounded = (bits >> 16).to(tl.uint16).to(tl.bfloat16, bitcast=True)
+    return tl.where(y == y, rounded, y.to(tl.bfloat16))  # a NaN's payload could carry into an infinity
 
 
 @triton.jit(do_not_specialize=["n_rows"])
@@ -58,6 +81,8 @@ def rowwise_softmax_kernel(y_ptr, x_ptr, n_rows, n_cols, x_row_stride, x_col_str
         # 64-bit offsets: row * stride passes 2^31 on large inputs.  (Strides equal to 1 arrive
         # as Python ints, so the widening goes through the row index, not the strides.)
         row = row + tl.zeros([1], tl.int64)
+        if MUTATION == ROW_INDEX_WRAP:
+            row = row % ROW_WRAP
         x_offsets = row * x_row_stride + wide_cols * x_col_stride
         load_mask = mask
         if MUTATION == IGNORE_COLUMN_STRIDE:
@@ -70,6 +95,8 @@ def rowwise_softmax_kernel(y_ptr, x_ptr, n_rows, n_cols, x_row_stride, x_col_str
         padding = -float("inf")
         if MUTATION == ZERO_PADDING:
             padding = 0.0
+        if MUTATION == FINITE_FILL:
+            padding = -1e4
         x = tl.load(x_ptr + x_offsets, mask=load_mask, other=padding).to(tl.float32)
         if MUTATION == NAN_DROPPED_BY_MAX:
             x = tl.where(x != x, -float("inf"), x)
@@ -85,9 +112,15 @@ def rowwise_softmax_kernel(y_ptr, x_ptr, n_rows, n_cols, x_row_stride, x_col_str
         if MUTATION == HALF_PRECISION_EXP:
             gap = gap.to(tl.float16).to(tl.float32)
         numerator = tl.exp(gap)
+        if MUTATION == EXP2_FMA:  # 2^(x log2e - m log2e), m log2e contracted into an FMA, x log2e rounded
+            numerator = tl.exp2(tl.fma(-row_max, LOG2E, x * LOG2E))
         denominator = tl.sum(numerator, axis=0)
         if MUTATION == HALF_ACCUMULATION:
             denominator = tl.sum(numerator.to(x_ptr.dtype.element_ty), axis=0).to(tl.float32)
+        if MUTATION == BF16_SUM:
+            denominator = tl.sum(numerator.to(tl.bfloat16), axis=0).to(tl.float32)
+        if MUTATION == SKIP_LAST_OF_LONG_ROWS:
+            denominator = tl.sum(tl.where((cols < n_cols - 1) | (n_cols <= LONG_ROW), numerator, 0.0), axis=0)
         if MUTATION == ROW_COUNT_DEPENDENT_SUM:
             if n_rows % 2 == 1:
                 halves = tl.sum(tl.where(cols < BLOCK // 2, numerator, 0.0), axis=0)
@@ -95,13 +128,18 @@ def rowwise_softmax_kernel(y_ptr, x_ptr, n_rows, n_cols, x_row_stride, x_col_str
         y = numerator / denominator
         if MUTATION == LOW_PRECISION_RECIPROCAL:
             y = numerator * (1.0 / denominator).to(tl.bfloat16).to(tl.float32)
+        if MUTATION == FP16_RECIPROCAL:
+            y = numerator * (1.0 / denominator).to(tl.float16).to(tl.float32)
         if MUTATION == SUBNORMAL_FLUSH:
             y = tl.where(y < 1.1754943508222875e-38, 0.0, y)
         y_offsets = row * y_row_stride + wide_cols * y_col_stride
         store_mask = mask
         if MUTATION == ROW_LEFT_UNWRITTEN:
             store_mask = mask & ((row + (n_cols % 5 != 2).to(tl.int64)) != 0)  # row 0 when n_cols % 5 == 2
-        tl.store(y_ptr + y_offsets, y, mask=store_mask)
+        if y_ptr.dtype.element_ty == tl.bfloat16:
+            tl.store(y_ptr + y_offsets, _to_bfloat16(y, MUTATION == BF16_TRUNCATION), mask=store_mask)
+        else:
+            tl.store(y_ptr + y_offsets, y, mask=store_mask)
 
 
 CAPABILITIES = Capabilities(
@@ -145,8 +183,8 @@ def softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
 
 
 def precision(backend: str, x: torch.Tensor, dim: int, log: bool = False):
-    """One tl.sum per row over the padded block, Triton's default 4 warps."""
-    return triton_block_profile(backend, num_warps=4)
+    """One tl.sum per row over the padded block, Triton's default 4 warps; bf16 outputs rounded to nearest."""
+    return triton_block_profile(backend, num_warps=4, arithmetic=ROWWISE_ARITHMETIC.get(backend))
 
 
 SPEC = register(KernelSpec(

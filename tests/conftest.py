@@ -40,7 +40,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     terminalreporter.write_sep("-", f"mutation score: {caught} of {len(mutants)} mutants caught")
     for e in mutants:
         tests = ", ".join(sorted({name.split("[")[0] for name in e["caught_by"]})) or "SURVIVED"
-        terminalreporter.write_line(f"{e['mutant']:<26} {e['bug']:<62} caught by {tests}")
+        terminalreporter.write_line(f"{e['mutant']:<26} {e['bug']:<78} caught first by {tests}")
     for e in correct:
         verdict = "no false alarm" if not e["failed"] else f"FALSE ALARMS: {', '.join(e['failed'])}"
         terminalreporter.write_line(f"correct kernel {e['correct']:<16} {verdict}")
