@@ -359,10 +359,15 @@ class Case:
     def make(self, device="cpu") -> tuple[torch.Tensor, torch.Tensor | None]:
         g = torch.Generator().manual_seed(self.seed)
         logits = self.specials.apply(self.values.sample(self.shape, self.dtype, self.dim, g), self.dim, g)
-        layout = self.layout or Layout(tuple(range(len(self.shape))), (1,) * len(self.shape))
-        x = layout.view(logits, device)
+        x = self.place(logits, device)
         keep = None if self.mask is None else self.mask.sample(self.shape, self.dim, g).to(device)
         return x, keep
+
+    def place(self, values: torch.Tensor, device="cpu") -> torch.Tensor:
+        """``values`` (of this case's shape) in this case's layout on ``device``: same strides and offset, so
+        that a kernel compiled for one sees the other alike (Triton specialises on alignment)."""
+        layout = self.layout or Layout(tuple(range(len(self.shape))), (1,) * len(self.shape))
+        return layout.view(values, device)
 
     @property
     def layout_kind(self) -> str:
