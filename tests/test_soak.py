@@ -48,7 +48,7 @@ def test_a_spent_share_ends_the_examples_left_but_never_a_failures_replays(monke
 
 def run_soak(tmp_path, **env):
     return subprocess.run([sys.executable, "-m", "harness.soak", "--minutes", "0.25", "--out", str(tmp_path),
-                           "--", "-p", "no:xdist", SCENARIO], cwd=ROOT, env={**os.environ, **env},
+                           "--", "-p", "no:xdist", "--device", "cpu", SCENARIO], cwd=ROOT, env={**os.environ, **env},
                           capture_output=True, text=True, timeout=300)
 
 
