@@ -6,7 +6,9 @@ For M = 4096 rows and N from 128 to 65536, then long rows (2^18 and 2^20
 elements, with M chosen so that a tensor holds 2^26 elements), in fp32 and
 bf16, it times: the full-domain kernel (``kernels/full_softmax.py``), the
 documents' kernel (``kernels/fused_softmax.py``), torch.softmax, the naive
-five-op torch version, and ``y.copy_(x)``, the practical limit.  GB/s count
+five-op torch version, the peers whose libraries import (Liger-Kernel,
+FlagGems, torch.compile: ``kernels/peers.py``, under their registry names), and
+``y.copy_(x)``, the practical limit.  GB/s count
 one read and one write of the tensor.  Every ratio in the table is between
 figures measured in this run.  The providers are timed in turn, ROUNDS times
 over: the table gives each provider's median, and the spread of the
@@ -42,7 +44,8 @@ if SMOKE:
 import triton  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from kernels import full_softmax, fused_softmax  # noqa: E402
+from kernels import full_softmax, fused_softmax, peers  # noqa: E402
+from kernels.registry import resolve  # noqa: E402
 
 WIDTHS = [128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536]
 LONG_ROWS = [1 << 18, 1 << 20]
@@ -62,8 +65,12 @@ PROVIDERS = {
     "fused_softmax": lambda x: fused_softmax.softmax(x, -1),
     "torch": lambda x: torch.softmax(x, -1),
     "naive": naive_softmax,
+    # The peers run where their library imports (and, for FlagGems and Inductor, a GPU runs Triton).
+    **{name: (lambda spec: lambda x: spec.softmax(x, -1))(resolve(name))
+       for name in ("liger", "flag_gems", "inductor") if not resolve(name).skip_reason("cpu" if SMOKE else "cuda")},
     "copy": lambda x: torch.empty_like(x).copy_(x),
 }
+REFUSALS = {"fused_softmax": fused_softmax.CAPABILITIES, "liger": peers.LIGER}  # rows too long for one block
 
 
 def time_ms(fn, x: torch.Tensor) -> float:
@@ -76,8 +83,7 @@ def measure(rows: int, cols: int, dtype: torch.dtype) -> dict:
     nbytes = rows * cols * torch.finfo(dtype).bits // 8
     x = torch.randn(rows, cols, device="cuda", dtype=dtype, generator=torch.Generator(device="cuda").manual_seed(0))
     providers = {name: fn for name, fn in PROVIDERS.items()
-                 # the documents' kernel refuses rows this long
-                 if name != "fused_softmax" or fused_softmax.CAPABILITIES.refusal(x, -1) is None}
+                 if name not in REFUSALS or REFUSALS[name].refusal(x, -1) is None}
     rounds = {name: [] for name in providers}
     for _ in range(ROUNDS):
         for name, fn in providers.items():

@@ -1,4 +1,6 @@
 """``python -m report compare OLD.json NEW.json [NEWER.json ...]``: what improved and what regressed.
+``python -m report league ACCURACY.json [--bench BANDWIDTH.json] [--out DIR]``: the league table
+(:mod:`report.league`).
 
 From another folder: ``python PATH/TO/CHECKOUT/report compare ...``.
 
@@ -20,7 +22,7 @@ from pathlib import Path
 if not __package__:  # run as ``python CHECKOUT/report compare ...`` from anywhere: the checkout holds the package
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from report import baseline, invariances  # noqa: E402
+from report import baseline, invariances, league  # noqa: E402
 
 
 def load_categories(path: Path) -> tuple[dict, dict, dict]:
@@ -70,7 +72,16 @@ def main(argv: list[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     compare = commands.add_parser("compare", help="compare accuracy.json reports, oldest first")
     compare.add_argument("reports", type=Path, nargs="+", metavar="REPORT")
+    table = commands.add_parser("league", help="the league table of an accuracy.json report")
+    table.add_argument("report", type=Path, metavar="REPORT")
+    table.add_argument("--bench", type=Path, help="bench/softmax_bandwidth.py's bandwidth.json, same device")
+    table.add_argument("--out", type=Path, default=Path("."), help="where league.md, league.json, plots go")
     args = parser.parse_args(argv)
+    if args.command == "league":
+        bench = json.loads(args.bench.read_text()) if args.bench else None
+        for path in league.write(args.out, json.loads(args.report.read_text()), bench):
+            print(f"wrote {path}")
+        return 0
     if len(args.reports) < 2:
         parser.error("compare needs two reports at least, oldest first")
     findings = []

@@ -14,16 +14,12 @@ import matplotlib.pyplot as plt  # noqa: E402
 from harness.replay import PREFIX as REPLAY  # noqa: E402
 
 from . import invariances as invariance_table  # noqa: E402
-from .summary import ULP_BUCKETS  # noqa: E402
+from . import league  # noqa: E402
+from .summary import ULP_BUCKETS, shown  # noqa: E402
 
 SCHEMA_VERSION = 1
 COLUMNS = ("category", "records", "elements", "max ULP", "mean ULP", "% correctly rounded", "worst ratio",
            "violations", "NaN/inf", "torch max ULP", "torch mean ULP", "torch % CR")
-
-
-def shown(value, spec: str, scale: float = 1.0) -> str:
-    """A statistic for a table; "-" where it is undefined (no element in the category)."""
-    return "-" if value is None else format(value * scale, spec)
 
 
 def category_rows(groups: dict) -> list[tuple]:
@@ -82,6 +78,7 @@ def write_markdown(directory: Path, run: dict, verdict_line: str, failures: list
             lines += [f"- `{f['test']}` ({f['when']}): {f['headline']}"]
             lines += [f"  replay: `{f['replay']}`"] if f["replay"] else []
         lines.append("")
+    lines += league.markdown(categories, invariances)
     for kernel, groups in categories.items():
         lines += [f"## {kernel}", "", "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
         lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in category_rows(groups)]

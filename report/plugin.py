@@ -28,7 +28,7 @@ from harness.plugin import BACKEND
 from harness.profiles import active_profile
 
 from . import artifacts, baseline, invariances
-from .artifacts import shown
+from .summary import shown
 from .summary import categorize
 
 RECORDS = "records"

@@ -53,9 +53,11 @@ def worst_element(verdict: Judgement) -> dict | None:
     }
 
 
-def make_record(kernel: str, backend, case: Case, op: str, verdict: Judgement) -> dict:
-    """The record of judging ``kernel`` on ``case`` (``op``: "softmax" or "masked_softmax")."""
+def make_record(kernel: str, backend, case: Case, op: str, verdict: Judgement, *, fixed: bool = False) -> dict:
+    """The record of judging ``kernel`` on ``case`` (``op``: "softmax" or "masked_softmax"); ``fixed``: the case
+    is one of the inputs every run draws (the coverage sweep, the catalog), not one Hypothesis searched for."""
     return {
+        "inputs": "fixed" if fixed else "search",
         "kernel": kernel,
         "backend": backend.name,
         "device": backend.device_name,

@@ -16,6 +16,11 @@ ULP_BUCKETS = ["0", "1", "2", "3-4", "5-8", "9-16", "17-32", "33-64", "65-128", 
 _UPPER_EDGES = np.array([0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 1024])
 
 
+def shown(value, spec: str, scale: float = 1.0) -> str:
+    """A statistic for a table; "-" where it is undefined (no element in the category)."""
+    return "-" if value is None else format(value * scale, spec)
+
+
 def ulp_histogram(ulps: np.ndarray) -> list[int]:
     """Counts of integer ULP distances in the buckets of ULP_BUCKETS."""
     buckets = np.searchsorted(_UPPER_EDGES, np.asarray(ulps).ravel(), side="left")

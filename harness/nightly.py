@@ -1,0 +1,105 @@
+"""The nightly job in one command: a time-boxed soak of every kernel present, its league table, and what changed.
+
+    python -m harness.nightly --minutes 30 --out nightly/$(date +%F) \\
+        [--previous nightly/LAST] [--bench docs/bench/bandwidth.json] -- -n auto --device cuda
+
+1. ``python -m harness.soak`` for the minutes given (randomised rounds of the
+   ``nightly`` profile, failing examples kept for the next gate), with
+   ``--kernel all`` (every registered kernel, the peers too, each skipped with
+   its reason where its library is absent) unless the pytest arguments after
+   ``--`` name kernels;
+2. the rounds' records merged into ``OUT/accuracy.json`` (the format of
+   ``--accuracy-report``; an invariance held only if it held in every round);
+3. the league table (:mod:`report.league`): ``OUT/league.md``, ``league.json``
+   and, with ``--bench``, a plot of accuracy against speed per dtype;
+4. with ``--previous`` (last night's folder), what got better and worse per
+   kernel, under the regression gate's rules, on the inputs every night draws
+   alike (the coverage sweep and the catalog: ``OUT/fixed.json``; statistics of
+   the randomised search differ from night to night with its inputs):
+   ``OUT/compare.txt``;
+5. ``OUT/nightly.md``: the verdict, the comparison, the league, the soak's rounds.
+
+Exit status 1 when a round failed or erred, or the night regressed against the previous one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import sys
+from pathlib import Path
+
+from report import league
+from report import __main__ as report_cli
+from report.invariances import combine
+from report.summary import categorize
+
+from . import soak
+
+
+def merge(rounds: list[Path], *, fixed: bool = False) -> dict:
+    """The accuracy.json of several rounds as one: their records' categories (``fixed``: of the inputs every
+    run draws alike only), invariances held in all."""
+    documents = [json.loads(path.read_text()) for path in rounds]
+    records = [r for d in documents for r in d["records"] if not fixed or r.get("inputs") == "fixed"]
+    entries = [{"kernel": kernel, "property": name, **cell} for d in documents
+               for kernel, cells in d.get("invariances", {}).items() for name, cell in cells.items()]
+    run = {**documents[0]["run"], "rounds": len(documents), "seeds": [d["run"].get("seed") for d in documents]}
+    return {"schema_version": documents[0]["schema_version"], "run": run,
+            "verdict": "; ".join(d["verdict"] for d in documents), "failures": [f for d in documents
+                                                                                for f in d["failures"]],
+            "categories": categorize(records), "invariances": combine(entries), "records": records}
+
+
+def compare(previous: Path, now: Path) -> tuple[str, bool]:
+    """``python -m report compare`` of two fixed.json: its text, and whether tonight regressed."""
+    text = io.StringIO()
+    with contextlib.redirect_stdout(text):
+        findings = report_cli.pair(previous, now)
+    return text.getvalue(), any(f.fails for f in findings)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    ours, pytest_args = (argv[:argv.index("--")], argv[argv.index("--") + 1:]) if "--" in argv else (argv, [])
+    parser = argparse.ArgumentParser(prog="python -m harness.nightly", description=__doc__.splitlines()[0])
+    parser.add_argument("--minutes", type=float, required=True, help="the soak's time box")
+    parser.add_argument("--out", type=Path, required=True, help="tonight's folder")
+    parser.add_argument("--previous", type=Path, help="last night's folder (its fixed.json), to compare with")
+    parser.add_argument("--bench", type=Path, help="bench/softmax_bandwidth.py's bandwidth.json from this device")
+    args = parser.parse_args(ours)
+    if not any(a == "--kernel" or a.startswith("--kernel=") for a in pytest_args):
+        pytest_args = ["--kernel", "all", *pytest_args]
+    soak_failed = soak.main(["--minutes", str(args.minutes), "--out", str(args.out / "soak"), "--", *pytest_args])
+    rounds = sorted((args.out / "soak").glob("round-*/accuracy.json"), key=lambda p: int(p.parent.name.split("-")[1]))
+    if not rounds:
+        print("nightly: no round wrote a report; see the soak's logs", file=sys.stderr)
+        return 1
+    tonight = merge(rounds)
+    (args.out / "accuracy.json").write_text(json.dumps(tonight, indent=1, sort_keys=True) + "\n")
+    (args.out / "fixed.json").write_text(json.dumps(merge(rounds, fixed=True), indent=1, sort_keys=True) + "\n")
+    bench = json.loads(args.bench.read_text()) if args.bench else None
+    written = league.write(args.out, tonight, bench)
+    comparison, regressed = (("", False) if args.previous is None else
+                             compare(args.previous / "fixed.json", args.out / "fixed.json"))
+    if args.previous is not None:
+        (args.out / "compare.txt").write_text(comparison)
+    word = "FAILED" if soak_failed or regressed else "PASSED"
+    lines = ["# Nightly run", "", f"**{word}**: soak {'failed' if soak_failed else 'passed'} "
+             f"({len(rounds)} round(s), {args.minutes:g} minutes; `soak/soak.md`); "
+             + ("no previous night given" if args.previous is None else
+                f"{'regressed' if regressed else 'no regression'} against `{args.previous}`"), ""]
+    if args.previous is not None:
+        lines += ["## Against the previous night", "", "```", comparison.rstrip(), "```", ""]
+    lines += league.markdown(tonight["categories"], tonight["invariances"], bench)
+    lines += [f"![{p.stem}]({p.name})" for p in written if p.suffix == ".png"] + [""]
+    lines += (args.out / "soak" / "soak.md").read_text().replace("# Soak", "## Soak", 1).splitlines()
+    (args.out / "nightly.md").write_text("\n".join(lines) + "\n")
+    print(f"nightly: {word}; {args.out / 'nightly.md'}")
+    return 1 if soak_failed or regressed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,73 @@
+"""The nightly driver and its league table: every kernel side by side, accuracy against speed, and what changed."""
+
+import json
+import os
+import subprocess
+import sys
+
+from report import league
+
+ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]
+
+
+def stats(max_ulp, mean_ulp, correctly_rounded, worst_ratio, elements):
+    side = {"max_ulp": max_ulp, "mean_ulp": mean_ulp, "correctly_rounded": correctly_rounded,
+            "worst_ratio": worst_ratio, "non_finite": 0}
+    return {"records": 1, "elements": elements, "kernel": side, "torch": side}
+
+
+CATEGORIES = {
+    "full_softmax": {"softmax/float32/normal": stats(3, 0.2, 0.8, 0.3, 1000),
+                     "softmax/float32/equal": stats(0, 0.0, 1.0, 0.1, 3000),
+                     "log_softmax/float32/normal": stats(1, 0.1, 0.9, 0.2, 10)},
+    "liger": {"softmax/float32/normal": stats(85, 9.0, 0.1, 0.9, 500)},
+}
+BENCH = {"device": {"name": "a GPU"}, "results": [
+    {"M": 4096, "N": 128, "dtype": "float32", "gbps": {"full_softmax": 600, "liger": 300, "copy": 700}},
+    {"M": 4096, "N": 4096, "dtype": "float32", "gbps": {"full_softmax": 2600, "liger": 2700, "copy": 2800}},
+    {"M": 64, "N": 1 << 20, "dtype": "float32", "gbps": {"full_softmax": 1800, "copy": 2900}},
+]}
+
+
+def test_rows_merge_value_classes_and_take_the_speed_of_the_same_dtype():
+    rows = {(r["kernel"], r["values"]): r for r in league.rows(CATEGORIES, BENCH)}
+    overall = rows["full_softmax", "all"]
+    assert overall["elements"] == 4000 and overall["max_ulp"] == 3
+    assert overall["mean_ulp"] == (0.2 * 1000) / 4000  # element-weighted, log_softmax left out
+    assert overall["gbps"] == 1800 and abs(overall["copy_fraction"] - 600 / 700) < 1e-12  # medians over shapes
+    assert rows["liger", "all"]["gbps"] == 1500  # only the shapes it ran
+    assert ("liger", "equal") not in rows
+
+
+def test_the_league_is_written_with_a_plot_per_dtype(tmp_path):
+    written = league.write(tmp_path, {"categories": CATEGORIES, "invariances": {
+        "liger": {"batch": {"promised": False, "held": False, "counterexample": "row 0"}}}}, BENCH)
+    assert {p.name for p in written} == {"league.md", "league.json", "league_float32.png"}
+    text = (tmp_path / "league.md").read_text()
+    assert "| liger | float32 | all | 500 | 85 | 9.000 | 10.0 | 0.9 | 0 | 1500 | 0.70 |" in text
+    assert "liger: batch broken, not promised" in text
+    assert (tmp_path / "league_float32.png").stat().st_size > 1000
+
+
+def test_the_driver_soaks_merges_rounds_writes_the_league_and_compares_with_last_night(tmp_path):
+    def night(out, *extra):
+        return subprocess.run(
+            [sys.executable, "-m", "harness.nightly", "--minutes", "0.3", "--out", str(out), *extra, "--",
+             "-p", "no:xdist", "--device", "cpu", "tests/test_accuracy.py", "-k", "test_softmax_within",
+             "--kernel", "torch"],
+            cwd=ROOT, env={**os.environ, "SOFTMAX_SUITE_EXAMPLES": str(tmp_path / "examples")},
+            capture_output=True, text=True, timeout=600)
+
+    first = night(tmp_path / "one")
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    report = json.loads((tmp_path / "one" / "accuracy.json").read_text())
+    assert set(report["categories"]) == {"torch"} and report["run"]["rounds"] >= 1
+    fixed = json.loads((tmp_path / "one" / "fixed.json").read_text())
+    assert {r["inputs"] for r in fixed["records"]} == {"fixed"} and {r["inputs"] for r in report["records"]} == {
+        "fixed", "search"}
+    assert "| torch | float32 | all |" in (tmp_path / "one" / "league.md").read_text()
+    second = night(tmp_path / "two", "--previous", str(tmp_path / "one"))
+    assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
+    summary = (tmp_path / "two" / "nightly.md").read_text()
+    assert summary.startswith("# Nightly run\n\n**PASSED**") and "no regression against" in summary
+    assert "regressed: 0" in (tmp_path / "two" / "compare.txt").read_text()
