@@ -47,8 +47,11 @@ def test_a_spent_share_ends_the_examples_left_but_never_a_failures_replays(monke
 
 
 def run_soak(tmp_path, **env):
-    return subprocess.run([sys.executable, "-m", "harness.soak", "--minutes", "0.25", "--out", str(tmp_path),
-                           "--", "-p", "no:xdist", "--device", "cpu", SCENARIO], cwd=ROOT, env={**os.environ, **env},
+    # 24 s: under a GPU gate's 16 workers, starting pytest alone took most of 15 s and tests were skipped.  The
+    # outer run's xdist variables stay out: the soak would count its workers and give each test a larger share.
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")}
+    return subprocess.run([sys.executable, "-m", "harness.soak", "--minutes", "0.4", "--out", str(tmp_path),
+                           "--", "-p", "no:xdist", "--device", "cpu", SCENARIO], cwd=ROOT, env={**clean, **env},
                           capture_output=True, text=True, timeout=300)
 
 
