@@ -120,3 +120,42 @@ def test_the_liger_adapter_refuses_rows_of_length_zero(fake_liger):
     with pytest.raises(ValueError, match="no rows of length zero"):
         resolve("liger").softmax(torch.empty(1, 0), -1)
     assert resolve("liger").softmax(torch.empty(0, 5), -1).shape == (0, 5)
+
+
+FLAG_GEMS_VERSION = importlib.metadata.version("flag-gems") if importlib.util.find_spec("flag_gems") else None
+flag_gems_5_0_2_on_a_gpu = pytest.mark.skipif(
+    FLAG_GEMS_VERSION != "5.0.2" or not torch.cuda.is_available(),
+    reason=f"the findings are about flag-gems 5.0.2 on a GPU (here: {FLAG_GEMS_VERSION}, "
+           f"{'a' if torch.cuda.is_available() else 'no'} GPU)")
+
+
+@flag_gems_5_0_2_on_a_gpu
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason="docs/findings/flag-gems.md 1: NaN rows in log_softmax")
+def test_flag_gems_5_0_2_log_softmax_of_a_row_holding_a_nan_is_not_nan():
+    from flag_gems import ops
+
+    from harness.catalog import CATALOG
+
+    x, _ = CATALOG["NaN dropped by the max"].make("cuda")
+    assert torch.equal(ops.log_softmax(x, 1, False).isnan(), torch.log_softmax(x, 1).isnan())
+
+
+@flag_gems_5_0_2_on_a_gpu
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason="docs/findings/flag-gems.md 2: NaN over a leading dim")
+def test_flag_gems_5_0_2_softmax_over_a_leading_dim_drops_nan():
+    from flag_gems import ops
+
+    from harness.strategies import Case, Specials, Values
+
+    x, _ = Case((1025, 16, 34), 0, torch.bfloat16, Values("normal", 0.001), specials=Specials(nan=0.01),
+                seed=0).make("cuda")
+    assert torch.equal(ops.softmax(x, 0, False).isnan(), torch.softmax(x, 0).isnan())
+
+
+@flag_gems_5_0_2_on_a_gpu
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason="docs/findings/flag-gems.md 3: empty half_to_float")
+def test_flag_gems_5_0_2_empty_half_to_float_softmax_keeps_the_half_dtype():
+    from flag_gems import ops
+
+    x = torch.empty(1, 0, dtype=torch.bfloat16, device="cuda")
+    assert ops.softmax(x, 0, True).dtype == torch.softmax(x, 0, dtype=torch.float32).dtype
