@@ -384,6 +384,11 @@ def matrix(rows: int, cols: int, dtype=torch.float32, values: Values = Values("n
     return Case((rows, cols), 1, dtype, values, seed=seed, **kw)
 
 
+def usable_dtypes(capabilities: Capabilities, dtypes=None) -> list[torch.dtype]:
+    """The dtypes drawn for a kernel: those asked for (by default every tested one and fp64) that it declares."""
+    return sorted(set(dtypes or TESTED_DTYPES + (torch.float64,)) & set(capabilities.dtypes), key=str)
+
+
 def longest_row(capabilities: Capabilities, backend: str, dtype: torch.dtype, caps: SizeCaps) -> int:
     """The longest row drawn for a kernel: the backend's size caps, and the kernel's own row limit."""
     limit = capabilities.row_limit(backend)
@@ -395,8 +400,7 @@ def cases(draw, capabilities: Capabilities, backend: str, *, dtypes=None, masked
           specials: bool = True, size: SizeCaps | None = None) -> Case:
     """Inputs inside ``capabilities`` on ``backend``, of every shape, layout and value class."""
     caps = size or SIZE_CAPS[backend]
-    usable = sorted(set(dtypes or TESTED_DTYPES + (torch.float64,)) & set(capabilities.dtypes), key=str)
-    dtype = draw(st.sampled_from(usable))
+    dtype = draw(st.sampled_from(usable_dtypes(capabilities, dtypes)))
     boundaries = tuple(capabilities.path_boundaries.get(backend, ()))
     shape, dim = draw(shapes(ranks=capabilities.ranks or {1, 2, 3, 4}, last_dim_only=capabilities.last_dim_only,
                              max_elements=caps.elements(dtype), max_row=longest_row(capabilities, backend, dtype, caps),
