@@ -68,11 +68,14 @@ def band_label(lo: int, hi: float) -> str:
     return str(lo) if lo == hi else f"{lo}-{hi}" if hi != math.inf else f">{lo - 1}"
 
 
+def beside(boundaries) -> list[tuple[str, int]]:
+    """The cells on each side of each code-path boundary, with their row length: ("1024-1", 1023), ("1024+1", 1025)."""
+    return [(f"{b}{side}", b + step) for b in boundaries for side, step in (("-1", -1), ("+1", 1))]
+
+
 def length_cells(n: int, boundaries) -> list[str]:
     """The row-length cells of a row of ``n``: its band, and the side of a boundary it sits just beside."""
-    cells = [band_label(lo, hi) for lo, hi in BANDS if lo <= n <= hi]
-    cells += [f"{b}{side}" for b in boundaries for side, m in (("-1", b - 1), ("+1", b + 1)) if n == m]
-    return cells
+    return [band_label(lo, hi) for lo, hi in BANDS if lo <= n <= hi] + [c for c, m in beside(boundaries) if n == m]
 
 
 def special_classes(x: torch.Tensor, dim: int, specials: Specials) -> set[str]:
@@ -145,8 +148,7 @@ def space(capabilities: Capabilities, backend: str, dtypes, *, specials: bool = 
     lengths = {}
     for dtype in usable_dtypes(capabilities, dtypes):
         top = longest_row(capabilities, backend, dtype, caps)
-        cells = [band_label(lo, hi) for lo, hi in BANDS if lo <= top]
-        cells += [f"{b}{side}" for b in boundaries for side, m in (("-1", b - 1), ("+1", b + 1)) if m <= top]
+        cells = [band_label(lo, hi) for lo, hi in BANDS if lo <= top] + [c for c, m in beside(boundaries) if m <= top]
         lengths[str(format_of(dtype))] = tuple(cells)
     unit = capabilities.unit_column_stride
     layouts = tuple(k for k in LAYOUT_KINDS
@@ -167,11 +169,10 @@ def length_groups(cells, top: int, boundaries) -> list:
     """Row-length choosers ``k -> n`` whose rows cover ``cells``: one beside each boundary (which also covers
     its band), then one per band left, cycling through the band's interesting lengths."""
     groups, uncovered = [], set(cells)
-    for b in boundaries:
-        for side, m in (("-1", b - 1), ("+1", b + 1)):
-            if f"{b}{side}" in uncovered:
-                groups.append(lambda k, m=m: m)
-                uncovered -= set(length_cells(m, boundaries))
+    for cell, m in beside(boundaries):
+        if cell in uncovered:
+            groups.append(lambda k, m=m: m)
+            uncovered -= set(length_cells(m, boundaries))
     for lo, hi in BANDS:
         if band_label(lo, hi) in uncovered:
             choices = [n for n in interesting_lengths(int(min(hi, top)), tuple(boundaries)) if n >= lo]
@@ -252,8 +253,8 @@ def write_matrices(terminalreporter) -> None:
     for e in sorted(entries, key=lambda e: (e["kernel"], e["op"])):
         allowed = Space(e["lengths"], e["classes"])
         counts = {tuple(cell[:4]): cell[4] for cell in e["counts"]}
-        empty = len(allowed.cells() - set(counts))
-        title = (f"{e['kernel']} {e['op']} on {e['backend']}: {len(allowed.cells()) - empty} of "
-                 f"{len(allowed.cells())} allowed cells drawn")
+        cells = allowed.cells()
+        title = (f"{e['kernel']} {e['op']} on {e['backend']}: {len(cells & set(counts))} of "
+                 f"{len(cells)} allowed cells drawn")
         for line in render(title, allowed, counts):
             terminalreporter.write_line(line)

@@ -39,10 +39,9 @@ from report.summary import categorize
 from . import soak
 
 
-def merge(rounds: list[Path], *, fixed: bool = False) -> dict:
+def merge(documents: list[dict], *, fixed: bool = False) -> dict:
     """The accuracy.json of several rounds as one: their records' categories (``fixed``: of the inputs every
     run draws alike only), invariances held in all."""
-    documents = [json.loads(path.read_text()) for path in rounds]
     records = [r for d in documents for r in d["records"] if not fixed or r.get("inputs") == "fixed"]
     entries = [{"kernel": kernel, "property": name, **cell} for d in documents
                for kernel, cells in d.get("invariances", {}).items() for name, cell in cells.items()]
@@ -77,9 +76,10 @@ def main(argv: list[str] | None = None) -> int:
     if not rounds:
         print("nightly: no round wrote a report; see the soak's logs", file=sys.stderr)
         return 1
-    tonight = merge(rounds)
+    documents = [json.loads(path.read_text()) for path in rounds]
+    tonight = merge(documents)
     (args.out / "accuracy.json").write_text(json.dumps(tonight, indent=1, sort_keys=True) + "\n")
-    (args.out / "fixed.json").write_text(json.dumps(merge(rounds, fixed=True), indent=1, sort_keys=True) + "\n")
+    (args.out / "fixed.json").write_text(json.dumps(merge(documents, fixed=True), indent=1, sort_keys=True) + "\n")
     bench = json.loads(args.bench.read_text()) if args.bench else None
     written = league.write(args.out, tonight, bench)
     comparison, regressed = (("", False) if args.previous is None else

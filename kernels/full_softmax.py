@@ -31,7 +31,7 @@ import triton.language as tl
 from triton.language.extra import libdevice
 
 from oracles.bounds import PrecisionProfile, Reduction
-from oracles.profiles import FULL_SOFTMAX_ARITHMETIC
+from oracles.profiles import FULL_SOFTMAX_ARITHMETIC, TILE_SUM
 
 from .launch import cache_bytes, compute_units, float64_math, interpreted, require_triton_device
 from .registry import ALL_INVARIANCES, HALF_AND_SINGLE, Capabilities, KernelSpec, register
@@ -542,7 +542,7 @@ def precision(backend: str, x: torch.Tensor, dim: int, log: bool = False) -> Pre
     """The call's arithmetic, and the reduction of its path: one block, or blocks folded with rescales."""
     shape = tuple(x.shape) or (1,)
     p = plan(shape, dim % len(shape), x.device, x.element_size())
-    kind = {"cpu": "numpy-pairwise-block", "cuda": "triton-block"}.get(backend, "sequential")
+    kind = TILE_SUM.get(backend, "sequential")
     n = shape[dim % len(shape)]
     chunks = 1 if p.path == "single" else math.ceil(math.ceil(n / p.splits) / p.block) + (p.splits > 1)
     # For a half input with fp32 output this names the half output's (looser, still valid) arithmetic.

@@ -22,7 +22,7 @@ import triton
 import triton.language as tl
 
 from oracles.bounds import PrecisionProfile, Reduction
-from oracles.profiles import FULL_SOFTMAX_ARITHMETIC
+from oracles.profiles import FULL_SOFTMAX_ARITHMETIC, TILE_SUM
 
 from .launch import require_triton_device
 from .registry import ALL_INVARIANCES, HALF_AND_SINGLE, Capabilities
@@ -84,9 +84,8 @@ def softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
 
 def precision(backend: str, x: torch.Tensor, dim: int, log: bool = False) -> PrecisionProfile:
     """float64 throughout; tiles of TILE summed by one tl.sum each (4 warps), folded with a rescale per tile."""
-    kind = {"cpu": "numpy-pairwise-block", "cuda": "triton-block"}[backend]
     tiles = max(-(-x.shape[dim] // TILE), 1)
-    return PrecisionProfile(ARITHMETIC[backend], Reduction(kind, num_warps=4, block=TILE, chunks=tiles))
+    return PrecisionProfile(ARITHMETIC[backend], Reduction(TILE_SUM[backend], num_warps=4, block=TILE, chunks=tiles))
 
 
 softmax.capabilities = CAPABILITIES

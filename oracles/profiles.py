@@ -101,16 +101,15 @@ TORCH_CUDA = Arithmetic(
 
 
 ORDER_FREE = Reduction("sequential")
+# How one tl.sum over a tile adds, by backend (Reduction kinds); elsewhere any order is assumed.
+TILE_SUM = {"cpu": "numpy-pairwise-block", "cuda": "triton-block"}
 
 
 def triton_block_profile(backend: str, num_warps: int, arithmetic: Arithmetic | None = None) -> PrecisionProfile:
     """A Triton kernel that sums each row with one ``tl.sum`` over a padded block (in the backend's
     plain Triton arithmetic, unless the kernel's own is given)."""
-    reduction = {
-        "cpu": Reduction("numpy-pairwise-block"),
-        "cuda": Reduction("triton-block", num_warps=num_warps),
-    }.get(backend, ORDER_FREE)
-    return PrecisionProfile(arithmetic or TRITON_ARITHMETIC[backend], reduction)
+    return PrecisionProfile(arithmetic or TRITON_ARITHMETIC[backend],
+                            Reduction(TILE_SUM.get(backend, "sequential"), num_warps=num_warps))
 
 
 def torch_profile(backend: str, x: torch.Tensor, dim: int, log: bool = False) -> PrecisionProfile:
