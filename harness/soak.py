@@ -19,7 +19,9 @@ examples again (tests/test_soak.py checks both).
 
 Plugin (loaded by the root conftest; inert without ``--soak-deadline``):
 
-* a test that starts after the deadline is skipped;
+* a test that starts after the deadline is skipped, but for each process's
+  first: a round whose start-up outlasts its time box (a loaded machine) still
+  runs one test, one example at least;
 * every test gets an equal share of the round (``--soak-minutes`` times the
   workers, over the tests collected), so that all of them run in every round;
   once its share is spent, the examples left of a Hypothesis test whose body is
@@ -55,6 +57,7 @@ _progress: Progress | None = None  # progress lines of long tests, when asked fo
 _test_deadline: float | None = None  # the running test's end of share (this process)
 _ran = 0  # examples the running test ran
 _failed = False  # whether one of them failed: Hypothesis then replays it, and must see it fail again
+_started = False  # whether this process has started a test of the round
 
 
 def in_time_box() -> bool:
@@ -150,13 +153,14 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
     deadline = item.config.getoption("soak_deadline")
-    if deadline is not None and time.time() >= deadline:
+    if deadline is not None and time.time() >= deadline and _started:
         pytest.skip("soak: time spent before this test started")
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_call(item: pytest.Item):
-    global _test_deadline, _ran, _failed
+    global _test_deadline, _ran, _failed, _started
+    _started = True
     deadline = item.config.getoption("soak_deadline")
     if deadline is not None:
         _test_deadline = min(deadline, time.time() + item.config.stash.get(SHARE, 60.0))

@@ -46,6 +46,14 @@ def test_a_spent_share_ends_the_examples_left_but_never_a_failures_replays(monke
     assert calls[-1] == 4
 
 
+def test_a_round_whose_start_up_outlasts_its_time_box_still_runs_one_test(run_pytest):
+    result = run_pytest("--device", "cpu", SCENARIO, "-k", "slow or value", "--hypothesis-profile", "nightly",
+                        f"--soak-deadline={time.time() - 60}", "--soak-minutes", "0.01", "-rs")
+    assert result.returncode == pytest.ExitCode.OK, result.stdout[-2000:]
+    assert re.search(r"\b1 passed, 1 skipped\b", result.stdout), result.stdout[-2000:]
+    assert "soak: time spent before this test started" in result.stdout
+
+
 def run_soak(tmp_path, **env):
     # 24 s: under a GPU gate's 16 workers, starting pytest alone took most of 15 s and tests were skipped.  The
     # outer run's xdist variables stay out: the soak would count its workers and give each test a larger share.
