@@ -19,9 +19,11 @@ examples again (tests/test_soak.py checks both).
 
 Plugin (loaded by the root conftest; inert without ``--soak-deadline``):
 
-* a test that starts after the deadline is skipped, but for each process's
-  first: a round whose start-up outlasts its time box (a loaded machine) still
-  runs one test, one example at least;
+* the round's time box (``--soak-minutes``) counts from the moment each
+  process has collected its tests: starting Python, torch and Triton took 25 s
+  under a loaded H100 gate, and is not testing time, so ``--soak-deadline``,
+  the driver's end of the round, moves by that much;
+* a test that starts after the end of the round is skipped;
 * every test gets an equal share of the round (``--soak-minutes`` times the
   workers, over the tests collected), so that all of them run in every round;
   once its share is spent, the examples left of a Hypothesis test whose body is
@@ -57,7 +59,6 @@ _progress: Progress | None = None  # progress lines of long tests, when asked fo
 _test_deadline: float | None = None  # the running test's end of share (this process)
 _ran = 0  # examples the running test ran
 _failed = False  # whether one of them failed: Hypothesis then replays it, and must see it fail again
-_started = False  # whether this process has started a test of the round
 
 
 def in_time_box() -> bool:
@@ -127,8 +128,10 @@ def per_test_seconds(minutes: float, workers: int, tests: int) -> float:
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("softmax", "softmax accuracy suite")
     group.addoption("--soak-deadline", type=float, metavar="EPOCH",
-                    help="soak: end of the time box (seconds since the epoch); set by python -m harness.soak")
-    group.addoption("--soak-minutes", type=float, metavar="M", help="soak: minutes of a round, shared by the tests")
+                    help="soak: end of the round (seconds since the epoch); set by python -m harness.soak")
+    group.addoption("--soak-minutes", type=float, metavar="M",
+                    help="soak: minutes of a round, shared by the tests, counted from the end of collection "
+                         "(they move --soak-deadline by the start-up time)")
     group.addoption("--soak-log", metavar="FILE", help="soak: write each test's outcome, duration, examples here")
     group.addoption("--progress-every", type=float, default=30.0, metavar="SECONDS",
                     help="with -v or the nightly profile: a line per long Hypothesis test every SECONDS (default 30)")
@@ -145,23 +148,27 @@ def pytest_configure(config: pytest.Config) -> None:
 SHARE = pytest.StashKey[float]()
 
 
+ROUND_END = pytest.StashKey[float]()
+
+
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list) -> None:
-    if config.getoption("soak_deadline") is not None:
+    deadline, minutes = config.getoption("soak_deadline"), config.getoption("soak_minutes")
+    if deadline is not None:
         workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
-        config.stash[SHARE] = per_test_seconds(config.getoption("soak_minutes") or 1.0, workers, len(items))
+        config.stash[SHARE] = per_test_seconds(minutes or 1.0, workers, len(items))
+        config.stash[ROUND_END] = time.time() + minutes * 60 if minutes else deadline
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    deadline = item.config.getoption("soak_deadline")
-    if deadline is not None and time.time() >= deadline and _started:
+    end = item.config.stash.get(ROUND_END, None)
+    if end is not None and time.time() >= end:
         pytest.skip("soak: time spent before this test started")
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_call(item: pytest.Item):
-    global _test_deadline, _ran, _failed, _started
-    _started = True
-    deadline = item.config.getoption("soak_deadline")
+    global _test_deadline, _ran, _failed
+    deadline = item.config.stash.get(ROUND_END, None)
     if deadline is not None:
         _test_deadline = min(deadline, time.time() + item.config.stash.get(SHARE, 60.0))
     _ran, _failed = 0, False
