@@ -178,7 +178,7 @@ class Gatherer:
             self.skipped.add(report.nodeid)
         if report.failed:
             self.failures.append(artifacts.failure(report.nodeid, report.when, report.longreprtext))
-        elif report.when == "call":
+        elif report.when == "call" and report.passed:  # not a skip or an expected failure inside the test
             self.passed += 1
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
