@@ -221,15 +221,8 @@ def _rows(y_ptr, x_ptr, m_ptr, n_rows, n_cols, size1, size2, xs0, xs1, xs2, xsd,
 
 
 # n_rows is never specialised: a lone row (n_rows == 1 becomes a constant otherwise) must run
-# the very kernel a batch runs, or batch invariance breaks.  Nor are the sizes and strides of the
-# outer dims: Triton compiles a variant for each pattern of ones and multiples of 16 among its
-# integer arguments, and over the layouts the suite draws that made 668 variants of this kernel
-# in one H100 gate run (about a second of compilation each).  The column strides stay
-# specialised: a stride of 1 is what lets the loads vectorise.
-OUTER_LAYOUT = ["size1", "size2", "xs0", "xs1", "xs2", "ys0", "ys1", "ys2", "ms0", "ms1", "ms2"]
-
-
-@triton.jit(do_not_specialize=["n_rows", *OUTER_LAYOUT])
+# the very kernel a batch runs, or batch invariance breaks.
+@triton.jit(do_not_specialize=["n_rows"])
 def rows_kernel(y_ptr, x_ptr, m_ptr, n_rows, n_cols, size1, size2,
                 xs0, xs1, xs2, xsd, ys0, ys1, ys2, ysd, ms0, ms1, ms2, msd,
                 ROWS: tl.constexpr, BLOCK: tl.constexpr, CHUNKED: tl.constexpr, LOG: tl.constexpr,
@@ -256,7 +249,7 @@ def _span_columns(span, n_cols):
     return first, tl.minimum(first + span, n_cols)
 
 
-@triton.jit(do_not_specialize=["n_rows", *OUTER_LAYOUT])
+@triton.jit
 def split_stats_kernel(stats_ptr, x_ptr, m_ptr, n_rows, n_cols, span, splits, size1, size2,
                        xs0, xs1, xs2, xsd, ms0, ms1, ms2, msd, BLOCK: tl.constexpr, MASKED: tl.constexpr,
                        ARITH: tl.constexpr):
@@ -279,7 +272,7 @@ def split_stats_kernel(stats_ptr, x_ptr, m_ptr, n_rows, n_cols, span, splits, si
         tl.store(stats_ptr + slot + 1, total)
 
 
-@triton.jit(do_not_specialize=["n_rows", *OUTER_LAYOUT])
+@triton.jit
 def split_write_kernel(y_ptr, x_ptr, m_ptr, stats_ptr, n_rows, n_cols, span, size1, size2,
                        xs0, xs1, xs2, xsd, ys0, ys1, ys2, ysd, ms0, ms1, ms2, msd,
                        SPLITS: tl.constexpr, BLOCK: tl.constexpr, LOG: tl.constexpr, MASKED: tl.constexpr,
