@@ -145,10 +145,8 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(SoakLog(Path(config.getoption("soak_log"))), "softmax-soak-log")
 
 
-SHARE = pytest.StashKey[float]()
-
-
-ROUND_END = pytest.StashKey[float]()
+SHARE = pytest.StashKey[float]()  # seconds of the round each test may spend
+ROUND_END = pytest.StashKey[float]()  # this process's end of the round
 
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list) -> None:
