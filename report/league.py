@@ -69,11 +69,13 @@ def rows(categories: dict, bench: dict | None = None) -> list[dict]:
     return table
 
 
-def cells(row: dict) -> tuple:
-    return (row["kernel"], row["dtype"], row["values"], row["elements"], shown(row["max_ulp"], ".0f"),
-            shown(row["mean_ulp"], ".3f"), shown(row["correctly_rounded"], ".1f", 100),
-            shown(row["worst_ratio"], ".4g"), row["non_finite"], shown(row["gbps"], ".0f"),
-            shown(row["copy_fraction"], ".2f"))
+def line(row: dict) -> str:
+    """A Markdown table row."""
+    cells = (row["kernel"], row["dtype"], row["values"], row["elements"], shown(row["max_ulp"], ".0f"),
+             shown(row["mean_ulp"], ".3f"), shown(row["correctly_rounded"], ".1f", 100),
+             shown(row["worst_ratio"], ".4g"), row["non_finite"], shown(row["gbps"], ".0f"),
+             shown(row["copy_fraction"], ".2f"))
+    return "| " + " | ".join(str(c) for c in cells) + " |"
 
 
 def promises(table: dict) -> list[str]:
@@ -91,9 +93,8 @@ def markdown(categories: dict, invariances: dict, bench: dict | None = None) -> 
              "Each kernel on the inputs its capabilities admit; GB/s and the fraction of a copy's bandwidth are "
              "medians over the benchmark's shapes" + (f" ({bench['device']['name']})" if bench else
                                                       " (no benchmark JSON given: not measured)") + ".", ""]
-    lines += header + ["| " + " | ".join(str(c) for c in cells(r)) + " |" for r in overall] + [""]
-    lines += ["### Per value class", ""] + header
-    lines += ["| " + " | ".join(str(c) for c in cells(r)) + " |" for r in table if r["values"] != "all"] + [""]
+    lines += header + [line(r) for r in overall] + [""]
+    lines += ["### Per value class", ""] + header + [line(r) for r in table if r["values"] != "all"] + [""]
     if invariances:
         lines += ["### Bitwise invariances", ""] + [f"- {line}" for line in promises(invariances)] + [""]
     return lines
