@@ -59,8 +59,9 @@ def test_a_round_counts_its_time_from_the_end_of_collection_not_from_start_up(ru
 
 
 def run_soak(tmp_path, **env):
-    # 24 s: under a GPU gate's 16 workers, starting pytest alone took most of 15 s and tests were skipped.  The
-    # outer run's xdist variables stay out: the soak would count its workers and give each test a larger share.
+    # 24 s of testing (a round's minutes count from the end of its collection, so a loaded machine's start-up
+    # does not eat them).  The outer run's xdist variables stay out: the soak would count its workers and give
+    # each test a larger share.
     clean = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")}
     return subprocess.run([sys.executable, "-m", "harness.soak", "--minutes", "0.4", "--out", str(tmp_path),
                            "--", "-p", "no:xdist", "--device", "cpu", SCENARIO], cwd=ROOT, env={**clean, **env},
