@@ -15,6 +15,9 @@ Each hook does one job:
 
 Under ``pytest -n`` each worker also takes its share of the CPU threads:
 workers each running torch with every core would oversubscribe the machine.
+The run's share is ``OMP_NUM_THREADS`` where set, else every core; each
+process passes its own share on to its children (the suite's sub-runs), so a
+sub-run inside a loaded gate does not start a thread per core again.
 """
 
 from __future__ import annotations
@@ -57,6 +60,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+def thread_share() -> int:
+    """This process's CPU threads: the run's (``OMP_NUM_THREADS``, else every core) shared among xdist workers."""
+    try:
+        run = int(os.environ.get("OMP_NUM_THREADS", "").split(",")[0])  # OpenMP also takes a list per nesting level
+    except ValueError:
+        run = os.cpu_count() or 1
+    return max(1, run // int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
     profile = active_profile(config)
@@ -65,8 +77,8 @@ def pytest_configure(config: pytest.Config) -> None:
     except InvalidArgument:
         raise pytest.UsageError(f"--hypothesis-profile {profile!r}: no such profile; the suite registers dev, ci, "
                                 "nightly and mutation (root conftest.py)") from None
-    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
-    torch.set_num_threads(max(1, (os.cpu_count() or 1) // workers))
+    torch.set_num_threads(thread_share())
+    os.environ["OMP_NUM_THREADS"] = str(torch.get_num_threads())
     try:
         config.stash[BACKEND] = activate(config.getoption("device"), os.environ.get("PYTEST_XDIST_WORKER"))
     except BackendError as error:
