@@ -243,6 +243,21 @@ def render(title: str, allowed: Space, counts: dict) -> list[str]:
     return [f"{title} ({groups} classes)", line(head)] + [line(r) for r in rows]
 
 
+def merged(entries: list[dict]) -> list[dict]:
+    """One entry per kernel, backend and operation, joining its tests (one per dtype): the allowed row lengths of
+    each dtype, the classes, and the counts per cell as a dict."""
+    joined: dict = {}
+    for e in entries:
+        into = joined.setdefault((e["kernel"], e["backend"], e["op"]),
+                                 {**e, "lengths": {}, "classes": {axis: [] for axis in e["classes"]}, "counts": Counter()})
+        into["lengths"].update(e["lengths"])
+        for axis, names in e["classes"].items():
+            into["classes"][axis] += [name for name in names if name not in into["classes"][axis]]
+        for *cell, n in e["counts"]:
+            into["counts"][tuple(cell)] += n
+    return [{**e, "lengths": dict(sorted(e["lengths"].items()))} for _, e in sorted(joined.items())]
+
+
 def write_matrices(terminalreporter) -> None:
     """The coverage matrix of every accuracy test that ran: counts per cell, '.' for an allowed cell left empty."""
     entries = [e for reports in terminalreporter.stats.values() for report in reports
@@ -250,9 +265,8 @@ def write_matrices(terminalreporter) -> None:
     if not entries:
         return
     terminalreporter.write_sep("-", "coverage matrix of the accuracy tests (drawn inputs per cell)")
-    for e in sorted(entries, key=lambda e: (e["kernel"], e["op"])):
-        allowed = Space(e["lengths"], e["classes"])
-        counts = {tuple(cell[:4]): cell[4] for cell in e["counts"]}
+    for e in merged(entries):
+        allowed, counts = Space(e["lengths"], e["classes"]), e["counts"]
         cells = allowed.cells()
         title = (f"{e['kernel']} {e['op']} on {e['backend']}: {len(cells & set(counts))} of "
                  f"{len(cells)} allowed cells drawn")

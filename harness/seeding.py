@@ -25,7 +25,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 
 from .profiles import active_profile
 
-SCHEME = "base + crc32(module.qualname)"  # part of the fingerprint: a new scheme draws other inputs
+SCHEME = "base + crc32(module.qualname), accuracy tests per dtype"  # in the fingerprint: a new scheme draws other inputs
 _base: int | None = None  # this process's base seed, if seeds are pinned
 
 

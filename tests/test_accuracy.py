@@ -2,8 +2,10 @@
 
 For each kernel the inputs come from its declared capabilities; a catalog
 input outside them must be refused with the error the capabilities name.
-Each test first draws every cell of its coverage matrix that the kernel's
-capabilities allow (:mod:`harness.coverage`), and fails if one stayed empty;
+A test judges one kernel, operation and dtype (so that no test runs for
+minutes on a device, where each shape costs a Triton compile).  It first draws
+every cell of its coverage matrix that the kernel's capabilities allow
+(:mod:`harness.coverage`), and fails if one stayed empty;
 then Hypothesis's target phase climbs toward the largest error-to-bound ratio
 and the largest ULP error; the worst input seen is reported at the end of the
 run with its replay line.
@@ -22,6 +24,7 @@ from harness.judge import (FP32_OUT, LOG, MASKED, SOFTMAX, Op, describe_input, e
                            run_kernel)
 from harness.replay import line as replay_line
 from harness.strategies import Case, cases
+from oracles.formats import format_of
 from report.records import make_record
 
 
@@ -60,19 +63,27 @@ def check(kernel, backend, op: Op, case: Case, worst: Worst, record, drawn: cove
     assert verdict.ok, verdict.explain()
 
 
-def examples(kernel, backend, op: Op) -> list[Case]:
-    """The catalog's entries for this operation in the op's dtypes, and the sweep of the coverage matrix."""
-    catalog = [c for c in CATALOG.values() if (c.mask is not None) == op.masked and c.dtype in op.dtypes]
-    return catalog + coverage.sweep(kernel.capabilities, backend.name, op.dtypes, masked=op.masked)
+def examples(kernel, backend, op: Op, dtype) -> list[Case]:
+    """The catalog's entries for this operation in ``dtype``, and the sweep of the coverage matrix in ``dtype``."""
+    catalog = [c for c in CATALOG.values() if (c.mask is not None) == op.masked and c.dtype == dtype]
+    # The sweep of all the op's dtypes, filtered: its variants rotate with the dtype.
+    sweep = coverage.sweep(kernel.capabilities, backend.name, op.dtypes, masked=op.masked)
+    return catalog + [c for c in sweep if c.dtype == dtype]
 
 
-def run_op(kernel, backend, op: Op, note, accuracy_record, request) -> None:
+def per_dtype(op: Op):
+    return pytest.mark.parametrize("dtype", op.dtypes, ids=[str(format_of(d)) for d in op.dtypes])
+
+
+def run_op(kernel, backend, op: Op, dtype, note, accuracy_record, request) -> None:
+    if dtype not in kernel.capabilities.dtypes:
+        pytest.skip(f"{kernel.name} declares no {format_of(dtype)}")
     worst = Worst()
-    drawn = coverage.Drawn(kernel, backend.name, op.name, coverage.space(kernel.capabilities, backend.name, op.dtypes))
-    fixed_inputs = examples(kernel, backend, op)
+    drawn = coverage.Drawn(kernel, backend.name, op.name, coverage.space(kernel.capabilities, backend.name, (dtype,)))
+    fixed_inputs = examples(kernel, backend, op, dtype)
     fixed = set(fixed_inputs)
 
-    @given(case=cases(kernel.capabilities, backend.name, masked=op.masked, dtypes=op.dtypes))
+    @given(case=cases(kernel.capabilities, backend.name, masked=op.masked, dtypes=(dtype,)))
     @soak.timeboxed
     def one_case(case):
         check(kernel, backend, op, case, worst, accuracy_record, drawn, fixed)
@@ -90,26 +101,30 @@ def run_op(kernel, backend, op: Op, note, accuracy_record, request) -> None:
                              f"e.g. {missing[:5]}")
 
 
-def test_softmax_within_derived_bound(kernel, backend, note, accuracy_record, request):
-    run_op(kernel, backend, SOFTMAX, note, accuracy_record, request)
+@per_dtype(SOFTMAX)
+def test_softmax_within_derived_bound(kernel, backend, dtype, note, accuracy_record, request):
+    run_op(kernel, backend, SOFTMAX, dtype, note, accuracy_record, request)
 
 
-def test_masked_softmax_within_derived_bound(kernel, backend, note, accuracy_record, request):
+@per_dtype(MASKED)
+def test_masked_softmax_within_derived_bound(kernel, backend, dtype, note, accuracy_record, request):
     if not kernel.capabilities.masked:
         pytest.skip(f"{kernel.name} declares no masked softmax")
-    run_op(kernel, backend, MASKED, note, accuracy_record, request)
+    run_op(kernel, backend, MASKED, dtype, note, accuracy_record, request)
 
 
-def test_log_softmax_within_derived_bound(kernel, backend, note, accuracy_record, request):
+@per_dtype(LOG)
+def test_log_softmax_within_derived_bound(kernel, backend, dtype, note, accuracy_record, request):
     if not kernel.capabilities.log_softmax:
         pytest.skip(f"{kernel.name} declares no log_softmax")
-    run_op(kernel, backend, LOG, note, accuracy_record, request)
+    run_op(kernel, backend, LOG, dtype, note, accuracy_record, request)
 
 
-def test_fp32_output_of_half_input_within_derived_bound(kernel, backend, note, accuracy_record, request):
+@per_dtype(FP32_OUT)
+def test_fp32_output_of_half_input_within_derived_bound(kernel, backend, dtype, note, accuracy_record, request):
     if not kernel.capabilities.out_dtype:
         pytest.skip(f"{kernel.name} declares no out_dtype")
-    run_op(kernel, backend, FP32_OUT, note, accuracy_record, request)
+    run_op(kernel, backend, FP32_OUT, dtype, note, accuracy_record, request)
 
 
 def test_masked_rows_keeping_only_nan_are_nan_on_every_path(kernel, backend):
