@@ -1,32 +1,89 @@
-"""Under ``pytest -n``, idle workers take tests queued on busy ones (xdist's ``worksteal``).
+"""Under ``pytest -n``: idle workers take tests queued on busy ones, and the longest tests start first.
 
 xdist's default, ``load``, hands each worker a share of the collection up front.
 The suite's tests differ in length by a factor of a thousand (an accuracy test
 with its coverage sweep and cold Triton compiles runs minutes, a bounds test
 milliseconds), and on the H100 one worker was left running four accuracy tests
-in a row while fifteen sat idle, for half the gate's time.  A ``--dist`` given
-on the command line is kept.
+in a row while fifteen sat idle, for half the gate's time.  So idle workers
+steal (xdist's ``worksteal``); a ``--dist`` given on the command line is kept.
 
 ``worksteal`` still starts each worker on a contiguous slice of the collection,
-and a stolen test comes from the end of a queue: the first slice held every
-accuracy test (their module comes first), and they ran one after another.  So
-the collection is dealt like cards: the workers' first tests are the first
-tests collected, the longest.
+and a stolen test comes from the end of a queue.  So the collection is sorted
+longest first and dealt like cards: the workers' first tests are the longest,
+and what is stolen at the end is short.  A test's expected length is its
+duration in the file ``--test-durations`` names (``baselines/<backend>-durations.json``
+by default, written by a run given ``--record-durations``); a test the file
+does not name (a user's kernel, say) takes the longest of its family, the same
+test function with other parameters, else nothing (collection order).  On the
+H100 the gate's last minute was a few accuracy tests of a minute or two each,
+started late behind others as long.
 """
 
 from __future__ import annotations
 
+import json
+from collections import defaultdict
+from pathlib import Path
+
 import pytest
+
+from .plugin import BACKEND
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("softmax", "softmax accuracy suite")
+    group.addoption("--test-durations", metavar="FILE",
+                    help="each test's duration, which orders the tests under -n (longest first); default "
+                         "baselines/<backend>-durations.json")
+    group.addoption("--record-durations", action="store_true",
+                    help="write this run's durations (setup, call and teardown of each test) to that file")
+
+
+def durations_file(config: pytest.Config) -> Path:
+    given = config.getoption("test_durations")
+    return Path(given) if given else ROOT / "baselines" / f"{config.stash[BACKEND].name}-durations.json"
 
 
 def explicit_dist(args: tuple[str, ...]) -> bool:
     return any(arg == "--dist" or arg.startswith("--dist=") or arg == "-d" for arg in args)
 
 
+class Recorder:
+    """On the controller: sums each test's phases, writes them all at the end of the run."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.seconds: dict[str, float] = defaultdict(float)
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        self.seconds[report.nodeid] += report.duration
+
+    def pytest_sessionfinish(self) -> None:
+        path = durations_file(self.config)
+        path.write_text(json.dumps({k: round(v, 2) for k, v in sorted(self.seconds.items())}, indent=0) + "\n")
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
     if getattr(config.option, "dist", "no") == "load" and not explicit_dist(config.invocation_params.args):
         config.option.dist = "worksteal"
+    if config.getoption("record_durations") and not hasattr(config, "workerinput"):
+        config.pluginmanager.register(Recorder(config), "softmax-suite-durations")
+
+
+def family(nodeid: str) -> str:
+    return nodeid.split("[", 1)[0]
+
+
+def longest_first(items: list, durations: dict[str, float]) -> list:
+    """``items`` by expected duration, longest first; ties (unknown tests) keep their collection order."""
+    longest: dict[str, float] = {}
+    for nodeid, seconds in durations.items():
+        longest[family(nodeid)] = max(seconds, longest.get(family(nodeid), 0.0))
+    return sorted(items, key=lambda item: durations.get(item.nodeid, longest.get(family(item.nodeid), 0.0)),
+                  reverse=True)
 
 
 def dealt(items: list, hands: int) -> list:
@@ -43,4 +100,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list) -> None:
     module's choice."""
     worker = getattr(config, "workerinput", None)
     if worker and not explicit_dist(tuple(worker.get("mainargv", ()))):
-        items[:] = dealt(items, int(worker["workercount"]))
+        path = durations_file(config)
+        durations = json.loads(path.read_text()) if path.exists() else {}
+        items[:] = dealt(longest_first(items, durations), int(worker["workercount"]))

@@ -1,8 +1,12 @@
 """Sharing the machine under ``pytest -n``: idle workers steal queued tests, unless the command line chose a
-``--dist``, and start on the first tests collected (the longest); each worker takes its share of the CPU
+``--dist``, and start on the longest tests; each worker takes its share of the CPU
 threads and its children (the suite's sub-runs) inherit it."""
 
+import json
+
 import pytest
+
+from harness.scheduling import longest_first
 
 QUICK = ("--device", "cpu", "tests/test_formats.py")
 
@@ -15,11 +19,23 @@ def test_workers_steal_work_unless_the_command_line_chose(run_pytest, args, sche
     assert f"scheduling tests via {scheduler}" in result.stdout
 
 
-def test_each_worker_starts_on_one_of_the_first_tests_collected(run_pytest, tmp_path):
-    result = run_pytest("-n", "2", "tests/scenarios/cards.py", CARDS_SEEN=str(tmp_path))
-    assert result.returncode == pytest.ExitCode.OK, result.stdout[-2000:]
-    hands = {path.name: [int(card) for card in path.read_text().split()] for path in tmp_path.iterdir()}
-    assert sorted(hand[0] for hand in hands.values()) == [0, 1], hands  # not a contiguous half each: 0 and 4
+def first_cards(seen) -> list[int]:
+    hands = {path.name: [int(card) for card in path.read_text().split()] for path in seen.iterdir()}
+    return sorted(hand[0] for hand in hands.values())
+
+
+def test_workers_start_on_the_longest_tests_recorded_else_on_the_first_collected(run_pytest, tmp_path):
+    durations = tmp_path / "durations.json"
+    first, second = tmp_path / "first", tmp_path / "second"
+    for seen in (first, second):
+        seen.mkdir()
+        result = run_pytest("-n", "2", "tests/scenarios/cards.py", "--test-durations", str(durations),
+                            "--record-durations", CARDS_SEEN=str(seen), CARDS_NAPS="5:0.6,2:0.3")
+        assert result.returncode == pytest.ExitCode.OK, result.stdout[-2000:]
+    recorded = json.loads(durations.read_text())
+    assert len(recorded) == 8 and recorded["tests/scenarios/cards.py::test_card[5]"] >= 0.6, recorded
+    assert first_cards(first) == [0, 1]  # nothing recorded yet: the first collected, not a contiguous half each
+    assert first_cards(second) == [2, 5]
 
 
 @pytest.mark.parametrize("args,share", [((), 4), (("-n", "2"), 2)])
@@ -29,3 +45,14 @@ def test_each_process_takes_its_share_of_the_threads_and_passes_it_on(run_pytest
     assert result.returncode == pytest.ExitCode.OK, result.stdout[-2000:]
     seen = {path.name: path.read_text() for path in tmp_path.iterdir()}
     assert seen and set(seen.values()) == {f"{share} {share}"}, seen
+
+
+def test_a_test_the_durations_do_not_name_takes_the_longest_of_its_family():
+    class Item:
+        def __init__(self, nodeid):
+            self.nodeid = nodeid
+
+    items = [Item(n) for n in ("t.py::short", "t.py::acc[user-float32]", "t.py::new", "t.py::acc[full-float32]")]
+    durations = {"t.py::short": 1.0, "t.py::acc[full-float32]": 90.0, "t.py::acc[torch-float32]": 40.0}
+    assert [i.nodeid for i in longest_first(items, durations)] == [
+        "t.py::acc[user-float32]", "t.py::acc[full-float32]", "t.py::short", "t.py::new"]

@@ -1,12 +1,18 @@
-"""Scenario for tests/test_scheduling.py: eight tests, each writing down which worker ran it, in order."""
+"""Scenario for tests/test_scheduling.py: eight tests, each writing down which worker ran it, in order.
+
+``CARDS_NAPS="5:0.4,2:0.2"`` makes cards 5 and 2 take that many seconds."""
 
 import os
+import time
 from pathlib import Path
 
 import pytest
 
+NAPS = dict(pair.split(":") for pair in os.environ.get("CARDS_NAPS", "").split(",") if pair)
+
 
 @pytest.mark.parametrize("card", range(8))
 def test_card(card):
+    time.sleep(float(NAPS.get(str(card), 0)))
     with open(Path(os.environ["CARDS_SEEN"]) / os.environ.get("PYTEST_XDIST_WORKER", "main"), "a") as hand:
         hand.write(f"{card}\n")
