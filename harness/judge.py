@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import pytest
@@ -40,9 +41,13 @@ def describe_input(x: torch.Tensor, dim: int) -> str:
             f"dtype={x.dtype} dim={dim} device={x.device}")
 
 
-@dataclass
+@dataclass(frozen=True)
 class Errors:
-    """One implementation's output against the oracle, element by element (rows layout)."""
+    """One implementation's output against the oracle, element by element (rows layout).
+
+    Its derived arrays and statistics are computed once: the verdict, the record and Hypothesis's
+    target phase each read them, and on a 2^20-element output each pass costs milliseconds.
+    """
 
     name: str
     profile: PrecisionProfile
@@ -51,11 +56,11 @@ class Errors:
     fractional: np.ndarray  # |y - exact| / ulp(exact)
     bound: np.ndarray  # derived bound in fractional ulps; NaN where the oracle is exact by semantics
 
-    @property
+    @cached_property
     def special(self) -> np.ndarray:
         return np.isnan(self.bound)
 
-    @property
+    @cached_property
     def violations(self) -> np.ndarray:
         judged = np.where(self.special, 0.0, self.bound)
         beyond = ~(self.fractional <= judged)  # also catches NaN outputs
@@ -69,6 +74,10 @@ class Errors:
     def summary(self) -> dict:
         """Statistics of the elements judged by a bound; a NaN or infinity where the oracle's result is
         finite (or the reverse) is counted apart, as ``non_finite``: no ULP distance means anything there."""
+        return dict(self._statistics)
+
+    @cached_property
+    def _statistics(self) -> dict:
         judged = ~self.special
         related = judged & (self.ulps != UNRELATED)
         ulps = self.ulps[related].astype(np.float64)
