@@ -25,24 +25,34 @@ if not __package__:  # run as ``python CHECKOUT/report compare ...`` from anywhe
 from report import baseline, invariances, league  # noqa: E402
 
 
-def load_categories(path: Path) -> tuple[dict, dict, dict]:
-    """A report's run, categories and invariances held (reports older than the invariances have none)."""
+def load(path: Path) -> dict:
     try:
         document = json.loads(path.read_text())
-        return document["run"], document["categories"], invariances.held(document.get("invariances", {}))
+        categories(document)
+        return document
     except (OSError, json.JSONDecodeError, KeyError, TypeError) as error:
         raise SystemExit(f"{path}: not an accuracy.json report ({error})") from None
 
 
+def categories(document: dict) -> tuple[dict, dict, dict]:
+    """A report's run, categories and invariances held (reports older than the invariances have none)."""
+    return document["run"], document["categories"], invariances.held(document.get("invariances", {}))
+
+
 def pair(old_path: Path, new_path: Path) -> list[baseline.Finding]:
     """Print what changed from one report to the next; the findings."""
-    old_run, old, old_held = load_categories(old_path)
-    new_run, new, new_held = load_categories(new_path)
+    return changes(load(old_path), load(new_path), old_path, new_path)
+
+
+def changes(old_document: dict, new_document: dict, old_name, new_name) -> list[baseline.Finding]:
+    """Print what changed from one report to the next (named as given); the findings."""
+    old_run, old, old_held = categories(old_document)
+    new_run, new, new_held = categories(new_document)
     reference = baseline.build(old, backend=old_run.get("backend"), profile=old_run.get("profile"), run=old_run)
     findings = (baseline.compare(reference["kernels"], new) + baseline.vanished(reference["kernels"], new)
                 + baseline.compare_invariances(old_held, new_held))
-    print(f"old: {old_path} ({old_run.get('git_commit')}, {old_run.get('started')})")
-    print(f"new: {new_path} ({new_run.get('git_commit')}, {new_run.get('started')})")
+    print(f"old: {old_name} ({old_run.get('git_commit')}, {old_run.get('started')})")
+    print(f"new: {new_name} ({new_run.get('git_commit')}, {new_run.get('started')})")
     for title, verdicts in (("regressed", ("regressed", "disappeared", "lost")), ("improved", ("improved", "gained")),
                             ("new", ("new", "not gated"))):
         rows = [f for f in findings if f.verdict in verdicts]
@@ -56,7 +66,7 @@ def trend(paths: list[Path]) -> list[str]:
     """Rows kernel, category, metric, then the metric in each report, for what changed along the way."""
     series: dict[tuple[str, str, str], list[str]] = {}
     for index, path in enumerate(paths):
-        for kernel, groups in load_categories(path)[1].items():
+        for kernel, groups in categories(load(path))[1].items():
             for key, stats in groups.items():
                 for metric in baseline.SLACK:
                     value = stats["kernel"][metric]

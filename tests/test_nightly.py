@@ -5,7 +5,9 @@ import os
 import subprocess
 import sys
 
+from harness.nightly import compare
 from report import league
+from report.summary import ULP_BUCKETS, categorize
 
 ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]
 
@@ -71,3 +73,32 @@ def test_the_driver_soaks_merges_rounds_writes_the_league_and_compares_with_last
     summary = (tmp_path / "two" / "nightly.md").read_text()
     assert summary.startswith("# Nightly run\n\n**PASSED**") and "no regression against" in summary
     assert "regressed: 0" in (tmp_path / "two" / "compare.txt").read_text()
+
+
+def fixed_record(kernel, values, max_ulp, replay):
+    errors = {"elements": 100, "max_ulp": max_ulp, "mean_ulp": max_ulp / 10, "correctly_rounded": 0.5,
+              "max_fractional_ulp": max_ulp, "worst_ratio": 0.5, "violations": 0, "non_finite": 0, "allclose": True,
+              "ulp_histogram": [0] * len(ULP_BUCKETS)}
+    return {"kernel": kernel, "op": "softmax", "dtype": "float32", "values": values, "inputs": "fixed",
+            "replay": replay, "kernel_errors": errors, "torch_errors": errors}
+
+
+def fixed_report(tmp_path, name, records):
+    path = tmp_path / f"{name}.json"
+    path.write_text(json.dumps({"schema_version": 1, "run": {"backend": "cpu", "profile": "nightly"},
+                                "records": records, "categories": categorize(records), "invariances": {}}))
+    return path
+
+
+def test_nights_are_compared_on_the_fixed_inputs_both_reached_and_a_kernel_that_vanished_counts(tmp_path):
+    last = [fixed_record("k", "normal", 3, "a"), fixed_record("k", "normal", 9, "b"),
+            fixed_record("k", "zeros", 0, "c"), fixed_record("gone", "normal", 1, "d")]
+    # Tonight's time box ended the sweep before inputs b and c (a loaded machine): no change in the kernel.
+    tonight = [fixed_record("k", "normal", 3, "a"), fixed_record("k", "normal", 3, "a")]
+    text, regressed = compare(fixed_report(tmp_path, "last", last), fixed_report(tmp_path, "tonight", tonight))
+    assert regressed and "gone" in text and "zeros" not in text, text
+    text, regressed = compare(fixed_report(tmp_path, "last", last[:3]), fixed_report(tmp_path, "tonight", tonight))
+    assert not regressed and "on the 1 fixed inputs both nights judged" in text, text
+    worse = [fixed_record("k", "normal", 30, "a")]
+    text, regressed = compare(fixed_report(tmp_path, "last", last[:3]), fixed_report(tmp_path, "tonight", worse))
+    assert regressed and "max_ulp" in text, text
