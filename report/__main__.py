@@ -28,7 +28,7 @@ from report import baseline, invariances, league  # noqa: E402
 def load(path: Path) -> dict:
     try:
         document = json.loads(path.read_text())
-        categories(document)
+        categories(document)  # what every use reads: a document without it is no report
         return document
     except (OSError, json.JSONDecodeError, KeyError, TypeError) as error:
         raise SystemExit(f"{path}: not an accuracy.json report ({error})") from None
