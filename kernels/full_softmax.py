@@ -186,7 +186,7 @@ def _sum_exps(x, shift, ARITH: tl.constexpr):
 @triton.jit
 def _rows(y_ptr, x_ptr, m_ptr, n_rows, n_cols, size1, size2, xs0, xs1, xs2, xsd, ys0, ys1, ys2, ysd,
           ms0, ms1, ms2, msd, ROWS: tl.constexpr, BLOCK: tl.constexpr, CHUNKED: tl.constexpr, LOG: tl.constexpr,
-          MASKED: tl.constexpr, ARITH: tl.constexpr):
+          MASKED: tl.constexpr, ARITH: tl.constexpr, ALIGNED: tl.constexpr):
     """Persistent programs over tiles of ROWS rows: one pass, or an online pass and a write pass."""
     cols = tl.arange(0, BLOCK)
     tiles = tl.cdiv(n_rows, ROWS)
@@ -197,6 +197,10 @@ def _rows(y_ptr, x_ptr, m_ptr, n_rows, n_cols, size1, size2, xs0, xs1, xs2, xsd,
         x_base = _row_bases(rows, size1, size2, xs0, xs1, xs2)
         y_base = _row_bases(rows, size1, size2, ys0, ys1, ys2)
         m_base = _row_bases(rows, size1, size2, ms0, ms1, ms2)
+        if ALIGNED:  # every outer stride a multiple of 16, as the host found: rows start aligned
+            x_base = tl.multiple_of(x_base, 16)
+            y_base = tl.multiple_of(y_base, 16)
+            m_base = tl.multiple_of(m_base, 16)
         if not CHUNKED:
             x = _load(x_ptr, m_ptr, x_base, m_base, cols, row_ok, n_cols, xsd, msd, MASKED)
             row_max = tl.max(x, axis=1)
@@ -223,23 +227,28 @@ def _rows(y_ptr, x_ptr, m_ptr, n_rows, n_cols, size1, size2, xs0, xs1, xs2, xsd,
 # n_rows is never specialised: a lone row (n_rows == 1 becomes a constant otherwise) must run
 # the very kernel a batch runs, or batch invariance breaks.
 @triton.jit(do_not_specialize=["n_rows"])
-def rows_kernel(y_ptr, x_ptr, m_ptr, n_rows, n_cols, size1, size2,
-                xs0, xs1, xs2, xsd, ys0, ys1, ys2, ysd, ms0, ms1, ms2, msd,
-                ROWS: tl.constexpr, BLOCK: tl.constexpr, CHUNKED: tl.constexpr, LOG: tl.constexpr,
-                MASKED: tl.constexpr, ARITH: tl.constexpr):
-    """Any layout: rows indexed by up to three outer dims, any strides, an optional mask."""
-    _rows(y_ptr, x_ptr, m_ptr, n_rows, n_cols, size1, size2, xs0, xs1, xs2, xsd, ys0, ys1, ys2, ysd,
-          ms0, ms1, ms2, msd, ROWS, BLOCK, CHUNKED, LOG, MASKED, ARITH)
-
-
-@triton.jit(do_not_specialize=["n_rows"])
 def contiguous_rows_kernel(y_ptr, x_ptr, n_rows, n_cols, x_row_stride, y_row_stride,
                            ROWS: tl.constexpr, BLOCK: tl.constexpr, CHUNKED: tl.constexpr, LOG: tl.constexpr,
                            ARITH: tl.constexpr):
     """Rows along the last dim, each contiguous: six arguments, so the launch costs less."""
     # With both inner sizes 1, the row index is the outermost index: its stride is the row stride.
     _rows(y_ptr, x_ptr, x_ptr, n_rows, n_cols, 1, 1, x_row_stride, 0, 0, 1, y_row_stride, 0, 0, 1,
-          0, 0, 0, 0, ROWS, BLOCK, CHUNKED, LOG, False, ARITH)
+          0, 0, 0, 0, ROWS, BLOCK, CHUNKED, LOG, False, ARITH, False)
+
+
+# The outer sizes and strides are not specialised either: Triton would compile a variant for
+# every pattern of ones and multiples of 16 among them: the strided layouts an H100 gate draws
+# made 908 variants of this kernel, half of its 1200 s of compiles (716 without).  What the
+# loads need from them, whether rows start aligned, travels as ALIGNED.
+@triton.jit(do_not_specialize=["n_rows", "size1", "size2", "xs0", "xs1", "xs2", "ys0", "ys1", "ys2",
+                               "ms0", "ms1", "ms2"])
+def rows_kernel(y_ptr, x_ptr, m_ptr, n_rows, n_cols, size1, size2,
+                xs0, xs1, xs2, xsd, ys0, ys1, ys2, ysd, ms0, ms1, ms2, msd,
+                ROWS: tl.constexpr, BLOCK: tl.constexpr, CHUNKED: tl.constexpr, LOG: tl.constexpr,
+                MASKED: tl.constexpr, ARITH: tl.constexpr, ALIGNED: tl.constexpr):
+    """Any layout: rows indexed by up to three outer dims, any strides, an optional mask."""
+    _rows(y_ptr, x_ptr, m_ptr, n_rows, n_cols, size1, size2, xs0, xs1, xs2, xsd, ys0, ys1, ys2, ysd,
+          ms0, ms1, ms2, msd, ROWS, BLOCK, CHUNKED, LOG, MASKED, ARITH, ALIGNED)
 
 
 @triton.jit
@@ -518,8 +527,9 @@ def _run(x: torch.Tensor, dim: int, *, log: bool, mask: torch.Tensor | None,
             y, x, mask_arg, stats, n_rows, n, span, sizes[1], sizes[2], *xs, x.stride(dim), *ys, y.stride(dim), *ms, msd,
             SPLITS=p.splits, BLOCK=p.block, LOG=log, MASKED=masked, ARITH=arith, num_warps=p.num_warps)
         return y
+    aligned = all(stride % 16 == 0 for stride in xs + ys + ms)
     rows_kernel[(p.programs,)](y, x, mask_arg, n_rows, n, sizes[1], sizes[2], *xs, x.stride(dim), *ys,
-                               y.stride(dim), *ms, msd, MASKED=masked, **tile)
+                               y.stride(dim), *ms, msd, MASKED=masked, ALIGNED=aligned, **tile)
     return y
 
 

@@ -34,7 +34,7 @@ TILE = 256
 ARITHMETIC = {"cpu": FULL_SOFTMAX_ARITHMETIC["cpu", "wide"], "cuda": FULL_SOFTMAX_ARITHMETIC["cuda", "wide"]}
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["n_cols", "x_row_stride", "x_col_stride", "y_row_stride", "y_col_stride"])  # as rowwise's
 def online_softmax_kernel(y_ptr, x_ptr, n_cols, x_row_stride, x_col_stride, y_row_stride, y_col_stride,
                           TILE: tl.constexpr, MUTATION: tl.constexpr):
     row = tl.program_id(0).to(tl.int64)
