@@ -70,15 +70,17 @@ PROGRAMS_PER_UNIT = 4  # persistent one-pass programs per vector core (and under
 SPLIT_SPAN = 1 << 14  # elements of a split row per program (NPU; under the interpreter: 1024)
 # CUDA, from sweeps of launch parameters on an H100 (README, "Speed"):
 GPU_ROW_BYTES = 65536  # the longest row one program holds in registers (fp32 16384, half 32768)
-GPU_TILE_BYTES = 2048  # short rows: small tiles, one per program, keep the most loads in flight
-GPU_THREAD_BYTES = 64  # what each thread holds: four 16-byte loads
+GPU_SHORT_ROW_BYTES = 2048  # shorter rows share a tile of GPU_TILE_BYTES, GPU_TILE_THREAD_BYTES a thread
+GPU_TILE_BYTES = 4096
+GPU_TILE_THREAD_BYTES = 32
+GPU_THREAD_BYTES = 64  # a longer row: one a program, each thread holding four 16-byte loads of it
 GPU_PROGRAMS_PER_UNIT = 32  # programs per SM at most; beyond that, programs loop over tiles
-GPU_CHUNK = 8192  # longer rows: chunks of this many elements, a program a row
-GPU_CHUNK_WARPS = 16
+GPU_CHUNK = 16384  # longer rows: chunks of this many elements, a program a row
+GPU_CHUNK_WARPS = 32
 GPU_CHUNKED_ROW_BYTES = 1 << 18  # rows longer than this are split over programs instead
 GPU_SPLIT_SPAN = 8192
 GPU_SPLIT_BLOCK = 4096
-GPU_SPLIT_WARPS = 4
+GPU_SPLIT_WARPS = 8
 
 
 @triton.jit
@@ -129,8 +131,9 @@ def _load(x_ptr, m_ptr, x_base, m_base, cols, row_ok, n_cols, x_col_stride, m_co
 
 
 @triton.jit
-def _finish(x, row_max, total, LOG: tl.constexpr, MASKED: tl.constexpr, ARITH: tl.constexpr):
-    """The output tile, in fp32, from the row's maximum and sum of exponentials."""
+def _finish(x, e, row_max, total, LOG: tl.constexpr, MASKED: tl.constexpr, ARITH: tl.constexpr):
+    """The output tile, in fp32, from the row's maximum and sum of exponentials and the tile's
+    exponentials (softmax) or the tile itself (log_softmax)."""
     m = row_max[:, None]
     if LOG:
         if ARITH == WIDE:
@@ -141,7 +144,6 @@ def _finish(x, row_max, total, LOG: tl.constexpr, MASKED: tl.constexpr, ARITH: t
             gap, error = _gap(x, m)
             y = (gap - tl.log(total[:, None])) + error
     else:
-        e = _exp_gap(x, m, ARITH)
         if ARITH == PRECISE:
             y = e.to(tl.float64) * (1.0 / total.to(tl.float64))[:, None]
         else:
@@ -155,13 +157,25 @@ def _finish(x, row_max, total, LOG: tl.constexpr, MASKED: tl.constexpr, ARITH: t
 
 
 @triton.jit
+def _rescale(partial_max, shift, ARITH: tl.constexpr):
+    """exp(partial_max - shift), the factor that brings a partial sum to the row's maximum: in
+    float64 when the sums are (WIDE, PRECISE), or libdevice expf's error (2.5 ulps) would reach
+    every output of a chunked or split row (fp32 rows of 65536 on the H100: 4.1 ulps at most)."""
+    if ARITH >= PRECISE:
+        factor = tl.exp(partial_max.to(tl.float64) - shift.to(tl.float64))
+    else:
+        factor = _exp_gap(partial_max, shift, ARITH)
+    return factor
+
+
+@triton.jit
 def _online_update(row_max, total, x, ARITH: tl.constexpr):
     """Fold a tile into a running maximum and a sum of exp(x - maximum) rescaled to it."""
     new_max = tl.maximum(row_max, tl.max(x, axis=1))
     # While a row holds only -inf, keep its sum at 0 instead of exp(-inf - -inf) = NaN.
     shift = tl.where(new_max == -float("inf"), 0.0, new_max)
-    rescale = tl.where(new_max == -float("inf"), 0.0, _exp_gap(row_max, shift, ARITH))
-    return new_max, total * rescale + _sum_exps(x, shift[:, None], ARITH)
+    rescale = tl.where(new_max == -float("inf"), 0.0, _rescale(row_max, shift, ARITH))
+    return new_max, total * rescale + _row_sums(_exp_gap(x, shift[:, None], ARITH), ARITH)
 
 
 @triton.jit
@@ -175,9 +189,8 @@ def _zeros(ROWS: tl.constexpr, ARITH: tl.constexpr):
 
 
 @triton.jit
-def _sum_exps(x, shift, ARITH: tl.constexpr):
-    """Row sums of exp(x - shift): float64 when WIDE or PRECISE, so their order cannot show."""
-    e = _exp_gap(x, shift, ARITH)
+def _row_sums(e, ARITH: tl.constexpr):
+    """Row sums of exponentials: float64 when WIDE or PRECISE, so their order cannot show."""
     if ARITH == PRECISE:
         e = e.to(tl.float64)
     return tl.sum(e, axis=1)
@@ -207,8 +220,12 @@ def _rows(y_ptr, x_ptr, m_ptr, n_rows, n_cols, size1, size2, xs0, xs1, xs2, xsd,
             # A row of -inf sums exp(x - 0) = 0 rather than NaN, as the online pass does: a NaN
             # sum then means a NaN entry (which masked softmax must tell from an empty row).
             shift = tl.where(row_max == -float("inf"), 0.0, row_max)
-            total = _sum_exps(x, shift[:, None], ARITH)
-            y = _finish(x, row_max, total, LOG, MASKED, ARITH)
+            # Kept for the output, not recomputed: in one sweep on the H100 this alone took fp32
+            # rows of 4096 to 16384 from 0.65-0.85 of a copy to 0.85-0.99.  (A row of -inf: e is 0
+            # and its sum 0, so its output is 0 * inf = NaN, as exp(-inf - -inf) made it before.)
+            e = _exp_gap(x, shift[:, None], ARITH)
+            total = _row_sums(e, ARITH)
+            y = _finish(x, e, row_max, total, LOG, MASKED, ARITH)
             valid = row_ok[:, None] & (cols < n_cols)[None, :]
             tl.store(y_ptr + y_base[:, None] + cols[None, :] * ysd, y, mask=valid)
         else:
@@ -219,7 +236,7 @@ def _rows(y_ptr, x_ptr, m_ptr, n_rows, n_cols, size1, size2, xs0, xs1, xs2, xsd,
                 row_max, total = _online_update(row_max, total, x, ARITH)
             for start in tl.range(0, n_cols, BLOCK):
                 x = _load(x_ptr, m_ptr, x_base, m_base, start + cols, row_ok, n_cols, xsd, msd, MASKED)
-                y = _finish(x, row_max, total, LOG, MASKED, ARITH)
+                y = _finish(x, _exp_gap(x, row_max[:, None], ARITH), row_max, total, LOG, MASKED, ARITH)
                 valid = row_ok[:, None] & ((start + cols) < n_cols)[None, :]
                 tl.store(y_ptr + y_base[:, None] + (start + cols)[None, :] * ysd, y, mask=valid)
 
@@ -298,7 +315,7 @@ def split_write_kernel(y_ptr, x_ptr, m_ptr, stats_ptr, n_rows, n_cols, span, siz
             sums = sums.to(tl.float32)
         row_max = tl.max(maxima, axis=1)
         shift = tl.where(row_max == -float("inf"), 0.0, row_max)
-        rescale = _exp_gap(maxima, shift[:, None], ARITH)
+        rescale = _rescale(maxima, shift[:, None], ARITH)
         # A span of -inf adds nothing; a span holding NaN (which tl.max skipped) keeps its NaN sum.
         total = tl.sum(tl.where((maxima == -float("inf")) & (sums == sums), 0.0, sums * rescale), axis=1)
         row_ok = rows >= 0
@@ -307,7 +324,7 @@ def split_write_kernel(y_ptr, x_ptr, m_ptr, stats_ptr, n_rows, n_cols, span, siz
         m_base = _row_bases(rows, size1, size2, ms0, ms1, ms2)
         for start in tl.range(first, last, BLOCK):
             x = _load(x_ptr, m_ptr, x_base, m_base, start + cols, row_ok, last, xsd, msd, MASKED)
-            y = _finish(x, row_max, total, LOG, MASKED, ARITH)
+            y = _finish(x, _exp_gap(x, row_max[:, None], ARITH), row_max, total, LOG, MASKED, ARITH)
             valid = row_ok[:, None] & ((start + cols) < last)[None, :]
             tl.store(y_ptr + y_base[:, None] + (start + cols)[None, :] * ysd, y, mask=valid)
 
@@ -364,8 +381,11 @@ def gpu_plan(n: int, n_rows: int, units: int, element_size: int) -> Plan:
     row_bytes = n * element_size
     if row_bytes <= GPU_ROW_BYTES:
         block = triton.next_power_of_2(max(n, 1))
-        rows = max(1, GPU_TILE_BYTES // (block * element_size))
-        warps = min(32, max(1, rows * block * element_size // (32 * GPU_THREAD_BYTES)))
+        block_bytes = block * element_size
+        if block_bytes < GPU_SHORT_ROW_BYTES:
+            rows, warps = GPU_TILE_BYTES // block_bytes, GPU_TILE_BYTES // (32 * GPU_TILE_THREAD_BYTES)
+        else:
+            rows, warps = 1, min(32, block_bytes // (32 * GPU_THREAD_BYTES))
         return Plan("single", block, rows, warps, programs=min(math.ceil(n_rows / rows), units * GPU_PROGRAMS_PER_UNIT))
     if row_bytes <= GPU_CHUNKED_ROW_BYTES:
         return Plan("chunked", GPU_CHUNK, 1, GPU_CHUNK_WARPS, programs=min(n_rows, units * GPU_PROGRAMS_PER_UNIT))
@@ -450,29 +470,50 @@ CAPABILITIES = Capabilities(
 )
 
 
-# Calls already checked and planned that take contiguous_rows_kernel: (shape, strides, dtype,
-# device, dim, log, out_dtype) -> (grid, size arguments, constexprs).  Everything _run checks
-# and plans for such a call follows from these alone, so a repeat skips straight to the
-# launch: on short rows each host microsecond shows (on the CI machine's CPU, the launch
-# stubbed out, 14.3 -> 6.3 us a call, 3.6 of them torch.empty).
-CONTIGUOUS_CALLS: dict[tuple, tuple] = {}
+@dataclass
+class ContiguousLaunch:
+    """How a call that takes contiguous_rows_kernel launches, and, once it has run on CUDA, the
+    compiled kernel's own launcher: a repeat then skips Triton's binding of the arguments and
+    its lookup of the variant they select (on the H100's host a bare launch took 22 us a call,
+    the launcher alone 12)."""
+
+    grid: tuple[int]
+    sizes: tuple[int, int, int, int]
+    tile: dict
+    launcher: object = None
+    constexprs: tuple = ()  # the launcher takes them positionally, after the other arguments
+
+    def __call__(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        if self.launcher is not None:
+            self.launcher(y, x, *self.sizes, *self.constexprs)
+            return y
+        compiled = contiguous_rows_kernel[self.grid](y, x, *self.sizes, **self.tile)
+        if x.device.type == "cuda" and not interpreted():
+            names = contiguous_rows_kernel.arg_names[2 + len(self.sizes):]
+            self.constexprs = tuple(self.tile[name] for name in names)
+            self.launcher = compiled[self.grid + (1, 1)]
+        return y
+
+
+# Calls already checked and planned that take contiguous_rows_kernel, by call_key.  Everything
+# _run checks and plans for such a call, and every argument Triton specialises on, follows
+# from the key alone, so a repeat skips straight to the launch: on short rows each host
+# microsecond shows (on the CI machine's CPU, the launch stubbed out, 14.3 -> 6.3 us a call,
+# 3.6 of them torch.empty).
+CONTIGUOUS_CALLS: dict[tuple, ContiguousLaunch] = {}
 MAX_CONTIGUOUS_CALLS = 4096
 
 
 def call_key(x: torch.Tensor, dim: int, log: bool, out_dtype: torch.dtype | None) -> tuple:
-    return x.shape, x.stride(), x.dtype, x.device, dim, log, out_dtype
+    """What a call's launch depends on; with whether x starts 16-byte aligned, which Triton
+    specialises on (a view of a tensor, of the same shape and strides, may not)."""
+    return x.shape, x.stride(), x.dtype, x.device, x.data_ptr() % 16 == 0, dim, log, out_dtype
 
 
-def remember_contiguous_call(call: tuple, launch: tuple) -> None:
+def remember_contiguous_call(call: tuple, launch: ContiguousLaunch) -> None:
     if len(CONTIGUOUS_CALLS) >= MAX_CONTIGUOUS_CALLS:
         CONTIGUOUS_CALLS.clear()
     CONTIGUOUS_CALLS[call] = launch
-
-
-def launch_contiguous(x: torch.Tensor, y: torch.Tensor, launch: tuple) -> torch.Tensor:
-    grid, sizes, tile = launch
-    contiguous_rows_kernel[grid](y, x, *sizes, **tile)
-    return y
 
 
 def _run(x: torch.Tensor, dim: int, *, log: bool, mask: torch.Tensor | None,
@@ -480,7 +521,7 @@ def _run(x: torch.Tensor, dim: int, *, log: bool, mask: torch.Tensor | None,
     if mask is None and isinstance(x, torch.Tensor):
         launch = CONTIGUOUS_CALLS.get(call_key(x, dim, log, out_dtype))
         if launch is not None:
-            return launch_contiguous(x, torch.empty(x.shape, dtype=out_dtype or x.dtype, device=x.device), launch)
+            return launch(x, torch.empty(x.shape, dtype=out_dtype or x.dtype, device=x.device))
     CAPABILITIES.check(x, dim)
     require_triton_device(x)
     if out_dtype not in (None, x.dtype, torch.float32):
@@ -503,9 +544,9 @@ def _run(x: torch.Tensor, dim: int, *, log: bool, mask: torch.Tensor | None,
     tile = dict(ROWS=p.rows, BLOCK=p.block, CHUNKED=p.path == "chunked", LOG=log, ARITH=arith, num_warps=p.num_warps)
     if (mask is None and p.path != "split" and dim == x.dim() - 1 and x.stride(dim) == 1
             and (x.dim() <= 2 or x.is_contiguous())):
-        launch = ((p.programs,), (n_rows, n, x.stride(0) if x.dim() == 2 else n, n), tile)
+        launch = ContiguousLaunch((p.programs,), (n_rows, n, x.stride(0) if x.dim() == 2 else n, n), tile)
         remember_contiguous_call(call, launch)
-        return launch_contiguous(x, y, launch)
+        return launch(x, y)
     keep = None if mask is None else mask.view(torch.uint8)
     layout = row_layout([x, y] + ([keep] if keep is not None else []), dim)
     if layout is None:  # more than three index dims that will not merge: copy to contiguous once

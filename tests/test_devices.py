@@ -193,3 +193,7 @@ def test_a_remembered_launch_serves_only_calls_of_its_layout_and_operation(backe
     columns = torch.randn(40, 6, generator=torch.Generator().manual_seed(1)).to(backend.device).t()  # (6, 40), column stride 6
     assert torch.equal(full_softmax.softmax(columns), full_softmax.softmax(columns.contiguous()))
     assert (full_softmax.log_softmax(x) <= 0).all()  # softmax's launch would give values in (0, 1]
+    # Same shape and strides, but starting one element into its storage: Triton compiles such a
+    # pointer apart (no 16-byte alignment), so the aligned call's launcher must not serve it.
+    shifted = torch.randn(6 * 40 + 1, generator=torch.Generator().manual_seed(2)).to(backend.device)[1:].view(6, 40)
+    assert torch.equal(full_softmax.softmax(shifted), full_softmax.softmax(shifted.clone()))
