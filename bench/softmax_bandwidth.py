@@ -13,7 +13,9 @@ one read and one write of the tensor.  Every ratio in the table is between
 figures measured in this run.  The providers are timed in turn, ROUNDS times
 over: the table gives each provider's median, and the spread of the
 kernel-to-torch ratio over the rounds, so that a miss within the noise of
-short kernels shows as such.
+short kernels shows as such.  The inputs are randn * 8 (gaps of up to ~80 in
+a row), and each kernel's largest error on them, in ulps of fp32 to the
+float64 softmax, is measured on the fp32 rows.
 
 Timing: ``triton.testing.do_bench``, median, which flushes L2 before every
 timed call (so small inputs are read from memory, not cache) and hides
@@ -22,7 +24,9 @@ script runs once, tiny, under the Triton interpreter, as a smoke check: its
 numbers are not performance.
 
 Writes ``bandwidth.json`` and ``bandwidth.png`` to ``--out`` (default
-``docs/bench``), and checks the performance targets of the full kernel.
+``docs/bench``), and checks the targets of the full kernel (issue 19): at least
+0.95x the fastest of torch, Liger, FlagGems and torch.compile at every N, 0.9
+of a copy for rows of 1024 to 32768, fp32 errors of at most 4 ulps.
 """
 
 from __future__ import annotations
@@ -51,6 +55,8 @@ WIDTHS = [128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536]
 LONG_ROWS = [1 << 18, 1 << 20]
 M = 4096
 ROUNDS = 3
+SCALE = 8.0  # logits of randn * 8: gaps large enough that the rounding of x - max shows
+PEERS = ("torch", "liger", "flag_gems", "inductor")  # the softmaxes people use, the fastest of which sets the bar
 
 
 def naive_softmax(x: torch.Tensor) -> torch.Tensor:
@@ -79,43 +85,60 @@ def time_ms(fn, x: torch.Tensor) -> float:
     return triton.testing.do_bench(lambda: fn(x), warmup=25, rep=200, return_mode="median")
 
 
+def max_ulps(y: torch.Tensor, exact: torch.Tensor) -> float:
+    """The largest error of an fp32 output, in ulps of fp32 at the float64 softmax ``exact``."""
+    rounded = exact.float().abs()
+    ulp = (torch.nextafter(rounded, torch.full_like(rounded, float("inf"))) - rounded).double()
+    return ((y.double() - exact).abs() / ulp).max().item()
+
+
 def measure(rows: int, cols: int, dtype: torch.dtype) -> dict:
     nbytes = rows * cols * torch.finfo(dtype).bits // 8
-    x = torch.randn(rows, cols, device="cuda", dtype=dtype, generator=torch.Generator(device="cuda").manual_seed(0))
+    x = (torch.randn(rows, cols, device="cuda", generator=torch.Generator(device="cuda").manual_seed(0))
+         * SCALE).to(dtype)
     providers = {name: fn for name, fn in PROVIDERS.items()
                  if name not in REFUSALS or REFUSALS[name].refusal(x, -1) is None}
+    ulps = {}
+    if dtype == torch.float32:
+        exact = torch.softmax(x.double(), -1)
+        ulps = {name: max_ulps(fn(x), exact) for name, fn in providers.items() if name != "copy"}
+        del exact
     rounds = {name: [] for name in providers}
     for _ in range(ROUNDS):
         for name, fn in providers.items():
             rounds[name].append(2 * nbytes / (time_ms(fn, x) * 1e-3) / 1e9)
-    result = {"M": rows, "N": cols, "dtype": str(dtype).removeprefix("torch."),
+    result = {"M": rows, "N": cols, "dtype": str(dtype).removeprefix("torch."), "max_ulps": ulps,
               "gbps": {name: statistics.median(gbps) for name, gbps in rounds.items()}, "rounds": rounds}
     del x
     torch.cuda.empty_cache()
     return result
 
 
+def fastest_peer(r: dict) -> str:
+    return max((name for name in PEERS if name in r["gbps"]), key=r["gbps"].get)
+
+
 TARGETS = [
+    ("at least 0.95x the fastest of torch, Liger, FlagGems and torch.compile, every N", lambda r: True,
+     lambda r: r["gbps"]["full_softmax"] >= 0.95 * r["gbps"][fastest_peer(r)]),
     ("at least 90% of copy, N 1024..32768", lambda r: 1024 <= r["N"] <= 32768 and r["M"] == M,
-     lambda g: g["full_softmax"] >= 0.9 * g["copy"]),
-    ("at least torch.softmax, every N", lambda r: True, lambda g: g["full_softmax"] >= g["torch"]),
-    ("at least 1.5x torch.softmax, N <= 512", lambda r: r["N"] <= 512, lambda g: g["full_softmax"] >= 1.5 * g["torch"]),
-    ("at least 60% of copy, rows of 2^18 and 2^20", lambda r: r["N"] in LONG_ROWS,
-     lambda g: g["full_softmax"] >= 0.6 * g["copy"]),
+     lambda r: r["gbps"]["full_softmax"] >= 0.9 * r["gbps"]["copy"]),
+    ("fp32 errors of at most 4 ulps", lambda r: r["max_ulps"], lambda r: r["max_ulps"]["full_softmax"] <= 4),
 ]
 
 
 def table(results: list[dict]) -> list[str]:
     names = list(PROVIDERS)
     lines = ["dtype     M      N        " + "".join(f"{n:>14}" for n in names)
-             + "   full/torch (rounds)   full/copy"]
+             + "   full/fastest peer (rounds)   full/copy  max ulps (full, fastest peer)"]
     for r in results:
-        g = r["gbps"]
+        g, peer = r["gbps"], fastest_peer(r)
         cells = "".join(f"{g[n]:>14.0f}" if n in g else f"{'refuses':>14}" for n in names)
-        per_round = [mine / torch_ for mine, torch_ in zip(r["rounds"]["full_softmax"], r["rounds"]["torch"])]
+        per_round = [mine / theirs for mine, theirs in zip(r["rounds"]["full_softmax"], r["rounds"][peer])]
+        ulps = (f"{r['max_ulps']['full_softmax']:>6.1f}, {r['max_ulps'][peer]:.1f}" if r["max_ulps"] else "")
         lines.append(f"{r['dtype']:<9} {r['M']:<6} {r['N']:<8} {cells}   "
-                     f"{g['full_softmax'] / g['torch']:>9.2f}x ({min(per_round):.2f}-{max(per_round):.2f})"
-                     f"  {g['full_softmax'] / g['copy']:>8.2f}")
+                     f"{g['full_softmax'] / g[peer]:>5.2f}x {peer:<9} ({min(per_round):.2f}-{max(per_round):.2f})"
+                     f"  {g['full_softmax'] / g['copy']:>8.2f}  {ulps}")
     return lines
 
 
@@ -123,7 +146,7 @@ def check_targets(results: list[dict]) -> list[str]:
     lines = []
     for title, applies, holds in TARGETS:
         rows = [r for r in results if applies(r)]
-        misses = [f"{r['dtype']} N={r['N']}" for r in rows if not holds(r["gbps"])]
+        misses = [f"{r['dtype']} N={r['N']}" for r in rows if not holds(r)]
         lines.append(f"{'met ' if not misses else 'MISSED'}  {title}" + (f": {', '.join(misses)}" if misses else ""))
     return lines
 
