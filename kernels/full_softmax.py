@@ -518,7 +518,7 @@ def remember_contiguous_call(call: tuple, launch: ContiguousLaunch) -> None:
 
 def _run(x: torch.Tensor, dim: int, *, log: bool, mask: torch.Tensor | None,
          out_dtype: torch.dtype | None) -> torch.Tensor:
-    if mask is None and isinstance(x, torch.Tensor):
+    if mask is None and isinstance(x, torch.Tensor) and x.layout == torch.strided and not x.is_nested:
         launch = CONTIGUOUS_CALLS.get(call_key(x, dim, log, out_dtype))
         if launch is not None:
             return launch(x, torch.empty(x.shape, dtype=out_dtype or x.dtype, device=x.device))

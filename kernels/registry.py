@@ -104,6 +104,9 @@ class Capabilities:
         """The error that (x, dim) outside these capabilities must raise, or None."""
         if not isinstance(x, torch.Tensor):
             return TypeError(f"x must be a torch.Tensor; got {type(x).__name__}")
+        if x.is_nested or x.layout != torch.strided:
+            kind = "a nested tensor" if x.is_nested else f"a tensor of layout {x.layout}"
+            return TypeError(f"x must be a dense tensor (layout torch.strided); got {kind}")
         if x.dtype not in self.dtypes:
             allowed = ", ".join(sorted(str(d) for d in self.dtypes))
             return TypeError(f"x.dtype must be one of {allowed}; got {x.dtype}")

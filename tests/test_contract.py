@@ -62,6 +62,18 @@ def test_a_user_kernel_refuses_as_torch_does_and_silence_is_caught():
         expect_refusal(replace(user, clear_refusals=True), lambda: user.softmax(ints, 1), ints, 1, refusal)
 
 
+def test_sparse_and_nested_tensors_are_refused_by_name(kernel, backend):
+    """Strides are what a Triton kernel reads its input by: a tensor without them (sparse, nested)
+    must meet the clear TypeError, not an error from deep inside torch."""
+    if not kernel.clear_refusals:
+        pytest.skip(f"{kernel.name} refuses as its library does")
+    sparse = torch.randn(4, 8, device=backend.device).to_sparse()
+    nested = torch.nested.nested_tensor([torch.randn(3), torch.randn(5)], device=backend.device)
+    for x, named in ((sparse, "a tensor of layout torch.sparse_coo"), (nested, "a nested tensor")):
+        with pytest.raises(TypeError, match=f"x must be a dense tensor .*got {named}"):
+            kernel.softmax(x, -1)
+
+
 def test_offsets_past_31_bits_are_refused():
     # A meta tensor carries shape and strides without memory: 2^31 + 1 fp16 elements.
     x = torch.empty(2**16 + 1, 2**15, dtype=torch.float16, device="meta")
