@@ -34,7 +34,7 @@ from oracles.bounds import PrecisionProfile, Reduction
 from oracles.profiles import FULL_SOFTMAX_ARITHMETIC, TILE_SUM
 
 from .launch import cache_bytes, compute_units, float64_math, interpreted, require_triton_device
-from .registry import ALL_INVARIANCES, HALF_AND_SINGLE, Capabilities, KernelSpec, register
+from .registry import ALL_INVARIANCES, HALF_AND_SINGLE, Capabilities, KernelSpec, dense, register
 
 # The rounding of x - max, not exp itself, dominates the error of a plain fp32
 # softmax (|x - max| u relative).  Every kernel takes its arithmetic as ARITH:
@@ -518,7 +518,7 @@ def remember_contiguous_call(call: tuple, launch: ContiguousLaunch) -> None:
 
 def _run(x: torch.Tensor, dim: int, *, log: bool, mask: torch.Tensor | None,
          out_dtype: torch.dtype | None) -> torch.Tensor:
-    if mask is None and isinstance(x, torch.Tensor) and x.layout == torch.strided and not x.is_nested:
+    if mask is None and isinstance(x, torch.Tensor) and dense(x):  # call_key reads strides
         launch = CONTIGUOUS_CALLS.get(call_key(x, dim, log, out_dtype))
         if launch is not None:
             return launch(x, torch.empty(x.shape, dtype=out_dtype or x.dtype, device=x.device))

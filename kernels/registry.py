@@ -104,7 +104,7 @@ class Capabilities:
         """The error that (x, dim) outside these capabilities must raise, or None."""
         if not isinstance(x, torch.Tensor):
             return TypeError(f"x must be a torch.Tensor; got {type(x).__name__}")
-        if x.is_nested or x.layout != torch.strided:
+        if not dense(x):
             kind = "a nested tensor" if x.is_nested else f"a tensor of layout {x.layout}"
             return TypeError(f"x must be a dense tensor (layout torch.strided); got {kind}")
         if x.dtype not in self.dtypes:
@@ -140,6 +140,11 @@ class Capabilities:
         error = self.refusal(x, dim)
         if error is not None:
             raise error
+
+
+def dense(x: torch.Tensor) -> bool:
+    """Whether x has strides to read it by (not sparse, not nested)."""
+    return not x.is_nested and x.layout == torch.strided
 
 
 def max_offset(x: torch.Tensor) -> int:
