@@ -42,23 +42,28 @@ from .registry import ALL_INVARIANCES, HALF_AND_SINGLE, Capabilities, KernelSpec
 #         (upstream Triton's interpreter; log_softmax on CUDA, whose result near 0 needs an
 #         exact sum); never on Ascend, whose math has no float64;
 #   PRECISE (fp32 output on CUDA): fp32, with the gap's exact rounding error recovered
-#         (TwoSum) and multiplied back in, libdevice's expf, the exps summed in float64
-#         and divided through a float64 reciprocal: the sum's order (which Triton's
-#         register layout decides, and which may differ between two launches) then
-#         cannot change the fp32 result, so batch and shift invariance hold bit for bit;
+#         (TwoSum) and multiplied back in, libdevice's expf, the exps summed exactly
+#         (_fixed_point_sums) and multiplied by the float64 reciprocal of the sum: no order
+#         of the additions (which Triton's register layout decides, and which may differ
+#         between two launches) can change a bit, so batch and shift invariance hold;
 #   FAST (fp32 output on Ascend): the gap's error recovered, tl.exp and a division;
 #   HALF (half output, unless WIDE): tl.exp of the rounded gap and a division.  Their
 #         errors, 2^-24 |x - max| relative and a few fp32 ulps, vanish in the rounding
 #         to fp16 or bf16, and dropping the recovery halves the arithmetic per element,
 #         which bounds half rows: on the H100 a prototype without it (and reusing the
-#         exps) ran bf16 rows of 16384 at 0.99 of a copy, against 0.63 with it.
+#         exps) ran bf16 rows of 16384 at 0.99 of a copy, against 0.63 with it;
+#   HALF_RECIPROCAL (half output on CUDA): the same, but a product by the row's correctly
+#         rounded reciprocal instead of a division: 1.5 ulps of fp32 against div.full's 2,
+#         and bf16 rows of 32768 went from 0.96 to 1.00 of Liger on the H100.
 
-# Ordered: from PRECISE on, the exps are summed in float64 (ARITH >= PRECISE).
+# Ordered: from PRECISE on, the sums are float64 (ARITH >= PRECISE); below FAST, half outputs.
 HALF = tl.constexpr(0)
-FAST = tl.constexpr(1)
-PRECISE = tl.constexpr(2)
-WIDE = tl.constexpr(3)
-ARITHMETIC_NAMES = {HALF.value: "half", FAST.value: "fast", PRECISE.value: "precise", WIDE.value: "wide"}
+HALF_RECIPROCAL = tl.constexpr(1)
+FAST = tl.constexpr(2)
+PRECISE = tl.constexpr(3)
+WIDE = tl.constexpr(4)
+ARITHMETIC_NAMES = {HALF.value: "half", HALF_RECIPROCAL.value: "half", FAST.value: "fast", PRECISE.value: "precise",
+                    WIDE.value: "wide"}
 
 MAX_OUTER_DIMS = 3
 NPU_GRID_LIMIT = 65535
@@ -69,14 +74,19 @@ TILE_BYTES = 16384  # a tile of short rows (interpreter, NPU)
 PROGRAMS_PER_UNIT = 4  # persistent one-pass programs per vector core (and under the interpreter)
 SPLIT_SPAN = 1 << 14  # elements of a split row per program (NPU; under the interpreter: 1024)
 # CUDA, from sweeps of launch parameters on an H100 (README, "Speed"):
-GPU_ROW_BYTES = 65536  # the longest row one program holds in registers (fp32 16384, half 32768)
+GPU_ROW_ELEMENTS = 32768  # the longest row one program holds in registers, as fp32 values
 GPU_SHORT_ROW_BYTES = 2048  # shorter rows share a tile of GPU_TILE_BYTES, GPU_TILE_THREAD_BYTES a thread
 GPU_TILE_BYTES = 4096
 GPU_TILE_THREAD_BYTES = 32
-GPU_THREAD_BYTES = 64  # a longer row: one a program, each thread holding four 16-byte loads of it
+GPU_THREAD_BYTES = 64  # a longer row: one a program, each thread holding four 16-byte loads of it,
+GPU_WIDE_FP32_BYTES = 65536  # but fp32 rows from 16384 (three block-wide reductions each, their
+GPU_WIDE_FP32_THREAD_BYTES = 256  # exact sum's among them) run faster in fewer warps: 64 values a thread
 GPU_PROGRAMS_PER_UNIT = 32  # programs per SM at most; beyond that, programs loop over tiles
-GPU_CHUNK = 16384  # longer rows: chunks of this many elements, a program a row
-GPU_CHUNK_WARPS = 32
+GPU_CHUNK = 32768  # longer rows: chunks of this many elements, a program a row, warps as for a row of it
+# Masked rows add a third stream (the mask) and run faster in more warps, as before the changes
+# above (H100, 4096 masked fp32 rows of 32768: 1953 GB/s so, 1136 in one pass of 16 warps):
+GPU_MASKED_ROW_BYTES = 65536  # one pass up to here (fp32 16384, half 32768), GPU_THREAD_BYTES a thread
+GPU_MASKED_CHUNK = 16384
 GPU_CHUNKED_ROW_BYTES = 1 << 18  # rows longer than this are split over programs instead
 GPU_SPLIT_SPAN = 8192
 GPU_SPLIT_BLOCK = 4096
@@ -103,10 +113,11 @@ def _gap(x, shift):
 
 @triton.jit
 def _exp_gap(x, shift, ARITH: tl.constexpr):
-    """exp(x - shift): in float64 when WIDE, of the rounded gap when HALF, else without the gap's rounding error."""
+    """exp(x - shift): in float64 when WIDE, of the rounded gap for half outputs, else without the
+    gap's rounding error."""
     if ARITH == WIDE:
         e = tl.exp(x.to(tl.float64) - shift.to(tl.float64))
-    elif ARITH == HALF:
+    elif ARITH < FAST:
         e = tl.exp(x - shift)
     else:
         gap, error = _gap(x, shift)
@@ -138,14 +149,21 @@ def _finish(x, e, row_max, total, LOG: tl.constexpr, MASKED: tl.constexpr, ARITH
     if LOG:
         if ARITH == WIDE:
             y = x.to(tl.float64) - m.to(tl.float64) - tl.log(total[:, None])
-        elif ARITH == HALF:
+        elif ARITH < FAST:
             y = (x - m) - tl.log(total[:, None])
         else:  # the gap's rounding error added back: a second rounding
             gap, error = _gap(x, m)
             y = (gap - tl.log(total[:, None])) + error
     else:
         if ARITH == PRECISE:
-            y = e.to(tl.float64) * (1.0 / total.to(tl.float64))[:, None]
+            # e times the float64 reciprocal, split into two fp32 parts: as exact as the float64
+            # product (both err by 2^-48 of y before the final rounding), and e stays fp32.
+            reciprocal = (1.0 / total.to(tl.float64))[:, None]
+            high = reciprocal.to(tl.float32)
+            low = (reciprocal - high.to(tl.float64)).to(tl.float32)
+            y = tl.fma(e, high, e * low)
+        elif ARITH == HALF_RECIPROCAL:
+            y = e * tl.math.div_rn(1.0, total)[:, None]
         else:
             y = e / total[:, None]
     if MASKED:
@@ -169,13 +187,13 @@ def _rescale(partial_max, shift, ARITH: tl.constexpr):
 
 
 @triton.jit
-def _online_update(row_max, total, x, ARITH: tl.constexpr):
+def _online_update(row_max, total, x, ARITH: tl.constexpr, EXACT: tl.constexpr):
     """Fold a tile into a running maximum and a sum of exp(x - maximum) rescaled to it."""
     new_max = tl.maximum(row_max, tl.max(x, axis=1))
     # While a row holds only -inf, keep its sum at 0 instead of exp(-inf - -inf) = NaN.
     shift = tl.where(new_max == -float("inf"), 0.0, new_max)
     rescale = tl.where(new_max == -float("inf"), 0.0, _rescale(row_max, shift, ARITH))
-    return new_max, total * rescale + _row_sums(_exp_gap(x, shift[:, None], ARITH), ARITH)
+    return new_max, total * rescale + _row_sums(_exp_gap(x, shift[:, None], ARITH), ARITH, EXACT)
 
 
 @triton.jit
@@ -189,11 +207,38 @@ def _zeros(ROWS: tl.constexpr, ARITH: tl.constexpr):
 
 
 @triton.jit
-def _row_sums(e, ARITH: tl.constexpr):
-    """Row sums of exponentials: float64 when WIDE or PRECISE, so their order cannot show."""
+def _row_sums(e, ARITH: tl.constexpr, EXACT: tl.constexpr):
+    """Row sums of exponentials: in float64 when WIDE; exact when PRECISE, or when EXACT for half
+    outputs on CUDA (_fixed_point_sums).  Triton lays a tile out by the alignment of the view it
+    loads, and so may add a row's exps in another order in another call: a kernel that stores
+    nothing of the tile (split_stats_kernel) did, for a misaligned view of bf16 rows of 2^18 on
+    the H100 (838 of 2^26 outputs 1 ulp apart).  Where the tile is stored, the store's layout
+    held, and exact sums there cost half rows up to 16 % (bf16 rows of 32768 on the H100)."""
     if ARITH == PRECISE:
-        e = e.to(tl.float64)
-    return tl.sum(e, axis=1)
+        total = _fixed_point_sums(e)
+    elif EXACT and ARITH == HALF_RECIPROCAL:
+        total = _fixed_point_sums(e).to(tl.float32)  # rounded once, the same whatever the order
+    else:
+        total = tl.sum(e, axis=1)
+    return total
+
+
+FIXED_POINT_ONE = tl.constexpr(2.0**47)  # n (1 + 2^-23) 2^47 < 2^63 for rows of n <= 32768
+
+
+@triton.jit
+def _fixed_point_sums(e):
+    """Row sums, as float64, of exponentials e in [0, 1] (or NaN), added exactly as 64-bit integers
+    of 2^-47: no order of the additions, nor the register layout that decides it (which follows
+    a view's alignment), can change a bit of the result.  e 2^47 is an integer already for
+    e >= 2^-24, and the conversion truncates smaller ones by less than 2^-47, so the sum, at
+    least 1, errs by at most n 2^-47 <= 2^-32 relative.  On the H100 this ran as fast as a
+    float64 sum or faster (fp32 rows of 32768: 0.98 of Liger against 0.69, in 16 warps), and
+    needs fewer registers: it keeps no float64 copy of e."""
+    tl.static_assert(e.shape[1] <= 32768, "a row's fixed-point sum must fit 63 bits")
+    total = tl.sum((e * FIXED_POINT_ONE).to(tl.int64), axis=1).to(tl.float64) * (1.0 / FIXED_POINT_ONE)
+    nan_check = tl.sum(e, axis=1)  # the conversion takes NaN to some integer; a float sum keeps it
+    return tl.where(nan_check == nan_check, total, float("nan"))
 
 
 @triton.jit
@@ -224,7 +269,7 @@ def _rows(y_ptr, x_ptr, m_ptr, n_rows, n_cols, size1, size2, xs0, xs1, xs2, xsd,
             # rows of 4096 to 16384 from 0.65-0.85 of a copy to 0.85-0.99.  (A row of -inf: e is 0
             # and its sum 0, so its output is 0 * inf = NaN, as exp(-inf - -inf) made it before.)
             e = _exp_gap(x, shift[:, None], ARITH)
-            total = _row_sums(e, ARITH)
+            total = _row_sums(e, ARITH, False)
             y = _finish(x, e, row_max, total, LOG, MASKED, ARITH)
             valid = row_ok[:, None] & (cols < n_cols)[None, :]
             tl.store(y_ptr + y_base[:, None] + cols[None, :] * ysd, y, mask=valid)
@@ -233,7 +278,7 @@ def _rows(y_ptr, x_ptr, m_ptr, n_rows, n_cols, size1, size2, xs0, xs1, xs2, xsd,
             total = _zeros(ROWS, ARITH)
             for start in tl.range(0, n_cols, BLOCK):
                 x = _load(x_ptr, m_ptr, x_base, m_base, start + cols, row_ok, n_cols, xsd, msd, MASKED)
-                row_max, total = _online_update(row_max, total, x, ARITH)
+                row_max, total = _online_update(row_max, total, x, ARITH, False)
             for start in tl.range(0, n_cols, BLOCK):
                 x = _load(x_ptr, m_ptr, x_base, m_base, start + cols, row_ok, n_cols, xsd, msd, MASKED)
                 y = _finish(x, _exp_gap(x, row_max[:, None], ARITH), row_max, total, LOG, MASKED, ARITH)
@@ -292,7 +337,7 @@ def split_stats_kernel(stats_ptr, x_ptr, m_ptr, n_rows, n_cols, span, splits, si
         total = _zeros(1, ARITH)
         for start in tl.range(first, last, BLOCK):
             x = _load(x_ptr, m_ptr, x_base, m_base, start + cols, row_ok, last, xsd, msd, MASKED)
-            row_max, total = _online_update(row_max, total, x, ARITH)
+            row_max, total = _online_update(row_max, total, x, ARITH, True)
         slot = (rows * splits + part) * 2
         tl.store(stats_ptr + slot, row_max)  # the store widens to the buffer's dtype: no float64 on NPUs
         tl.store(stats_ptr + slot + 1, total)
@@ -317,7 +362,12 @@ def split_write_kernel(y_ptr, x_ptr, m_ptr, stats_ptr, n_rows, n_cols, span, siz
         shift = tl.where(row_max == -float("inf"), 0.0, row_max)
         rescale = _rescale(maxima, shift[:, None], ARITH)
         # A span of -inf adds nothing; a span holding NaN (which tl.max skipped) keeps its NaN sum.
-        total = tl.sum(tl.where((maxima == -float("inf")) & (sums == sums), 0.0, sums * rescale), axis=1)
+        total = tl.sum(tl.where((maxima == -float("inf")) & (sums == sums), 0.0, sums * rescale))
+        # As a scalar, the one row's sum takes whatever layout the tile needs: as a slice of
+        # the statistics' layout, Triton 3.6 broadcast its reciprocal into that layout and
+        # converted two whole tiles through shared memory (fp32 rows of 2^18: 12x slower).
+        row_max = tl.max(row_max) + tl.zeros([1], tl.float32)
+        total = total + tl.zeros([1], total.dtype)
         row_ok = rows >= 0
         x_base = _row_bases(rows, size1, size2, xs0, xs1, xs2)
         y_base = _row_bases(rows, size1, size2, ys0, ys1, ys2)
@@ -356,7 +406,7 @@ def largest_block() -> int:
 
 
 @functools.lru_cache(maxsize=4096)  # a pure function of its arguments, and on every call's path
-def plan(shape: tuple[int, ...], dim: int, device: torch.device, element_size: int) -> Plan:
+def plan(shape: tuple[int, ...], dim: int, device: torch.device, element_size: int, masked: bool = False) -> Plan:
     """The path and tile for a call.
 
     The tile, the warps and the path follow from the row length alone: a row's
@@ -366,31 +416,42 @@ def plan(shape: tuple[int, ...], dim: int, device: torch.device, element_size: i
     n = shape[dim]
     n_rows = max(math.prod(shape) // max(n, 1), 1)
     if device.type == "cuda" and not interpreted():
-        return gpu_plan(n, n_rows, compute_units(device), element_size)
+        return gpu_plan(n, n_rows, compute_units(device), element_size, masked)
     return buffer_plan(n, n_rows, device, element_size)
 
 
-def gpu_plan(n: int, n_rows: int, units: int, element_size: int) -> Plan:
-    """CUDA: as many programs as the rows allow, each holding GPU_THREAD_BYTES a thread.
+def gpu_plan(n: int, n_rows: int, units: int, element_size: int, masked: bool = False) -> Plan:
+    """CUDA: as many programs as the rows allow, each holding GPU_THREAD_BYTES a thread (fp32 rows
+    of 16384 and longer: GPU_WIDE_FP32_THREAD_BYTES).
 
-    Rows of up to GPU_ROW_BYTES take one program and one pass (short rows share
+    Rows of up to GPU_ROW_ELEMENTS take one program and one pass (short rows share
     a tile of GPU_TILE_BYTES); longer rows are chunked, a program a row, the
     second pass rereading what L2 still holds; rows longer than
-    GPU_CHUNKED_ROW_BYTES are split over programs, each taking a span.
+    GPU_CHUNKED_ROW_BYTES are split over programs, each taking a span.  Masked
+    rows: GPU_MASKED_ROW_BYTES and GPU_MASKED_CHUNK.
     """
     row_bytes = n * element_size
-    if row_bytes <= GPU_ROW_BYTES:
+    if n <= (GPU_MASKED_ROW_BYTES // element_size if masked else GPU_ROW_ELEMENTS):
         block = triton.next_power_of_2(max(n, 1))
         block_bytes = block * element_size
         if block_bytes < GPU_SHORT_ROW_BYTES:
             rows, warps = GPU_TILE_BYTES // block_bytes, GPU_TILE_BYTES // (32 * GPU_TILE_THREAD_BYTES)
         else:
-            rows, warps = 1, min(32, block_bytes // (32 * GPU_THREAD_BYTES))
+            rows, warps = 1, gpu_row_warps(block, element_size, masked)
         return Plan("single", block, rows, warps, programs=min(math.ceil(n_rows / rows), units * GPU_PROGRAMS_PER_UNIT))
     if row_bytes <= GPU_CHUNKED_ROW_BYTES:
-        return Plan("chunked", GPU_CHUNK, 1, GPU_CHUNK_WARPS, programs=min(n_rows, units * GPU_PROGRAMS_PER_UNIT))
+        chunk = GPU_MASKED_CHUNK if masked else GPU_CHUNK
+        return Plan("chunked", chunk, 1, gpu_row_warps(chunk, element_size, masked),
+                    programs=min(n_rows, units * GPU_PROGRAMS_PER_UNIT))
     splits = triton.next_power_of_2(math.ceil(n / GPU_SPLIT_SPAN))
     return Plan("split", GPU_SPLIT_BLOCK, 1, GPU_SPLIT_WARPS, splits=splits, programs=n_rows * splits)
+
+
+def gpu_row_warps(block: int, element_size: int, masked: bool) -> int:
+    """Warps for a program holding a block of one row (at least GPU_SHORT_ROW_BYTES)."""
+    block_bytes = block * element_size
+    wide_fp32 = element_size == 4 and block_bytes >= GPU_WIDE_FP32_BYTES and not masked
+    return min(32, block_bytes // (32 * (GPU_WIDE_FP32_THREAD_BYTES if wide_fp32 else GPU_THREAD_BYTES)))
 
 
 def buffer_plan(n: int, n_rows: int, device: torch.device, element_size: int) -> Plan:
@@ -428,7 +489,7 @@ def arithmetic(device: torch.device, log: bool, out_dtype: torch.dtype) -> int:
     if (interpreted() and float64_math()) or (device.type == "cuda" and log):
         return WIDE.value
     if out_dtype != torch.float32:
-        return HALF.value
+        return HALF_RECIPROCAL.value if device.type == "cuda" else HALF.value
     return PRECISE.value if device.type == "cuda" else FAST.value
 
 
@@ -464,8 +525,8 @@ CAPABILITIES = Capabilities(
     out_dtype=True,
     path_boundaries={"cpu": (INTERPRETER_BLOCK, 2 * INTERPRETER_BLOCK), "npu": (16384,),
                      # one pass -> chunked in fp32 and in half, chunked -> split in fp32
-                     "cuda": (GPU_ROW_BYTES // 4, GPU_ROW_BYTES // 2, GPU_CHUNKED_ROW_BYTES // 4)},
-    # The tile, warps and path follow from the row length alone; fp32 sums are float64 on CUDA.
+                     "cuda": (GPU_MASKED_ROW_BYTES // 4, GPU_ROW_ELEMENTS, GPU_CHUNKED_ROW_BYTES // 4)},
+    # The tile, warps and path follow from the row length alone; fp32 sums are exact on CUDA.
     promises=ALL_INVARIANCES,
 )
 
@@ -539,7 +600,7 @@ def _run(x: torch.Tensor, dim: int, *, log: bool, mask: torch.Tensor | None,
         return y
     n = x.shape[dim]
     n_rows = x.numel() // n
-    p = plan(tuple(x.shape), dim, x.device, x.element_size())
+    p = plan(tuple(x.shape), dim, x.device, x.element_size(), mask is not None)
     arith = arithmetic(x.device, log, y.dtype)
     tile = dict(ROWS=p.rows, BLOCK=p.block, CHUNKED=p.path == "chunked", LOG=log, ARITH=arith, num_warps=p.num_warps)
     if (mask is None and p.path != "split" and dim == x.dim() - 1 and x.stride(dim) == 1
@@ -590,17 +651,24 @@ def masked_softmax(x: torch.Tensor, mask: torch.Tensor, dim: int = -1,
 
 
 def precision(backend: str, x: torch.Tensor, dim: int, log: bool = False) -> PrecisionProfile:
-    """The call's arithmetic, and the reduction of its path: one block, or blocks folded with rescales."""
+    """The call's arithmetic, and the reduction of its path: one block, or blocks folded with rescales.
+
+    The judge does not say whether a call is masked, and on CUDA a masked call may take another
+    plan (gpu_plan): the reduction given bounds both, with the fewer warps, the wider tile and
+    the more chunks of the two.
+    """
     shape = tuple(x.shape) or (1,)
-    p = plan(shape, dim % len(shape), x.device, x.element_size())
-    kind = TILE_SUM.get(backend, "sequential")
     n = shape[dim % len(shape)]
-    chunks = 1 if p.path == "single" else math.ceil(math.ceil(n / p.splits) / p.block) + (p.splits > 1)
+    plans = [plan(shape, dim % len(shape), x.device, x.element_size(), masked) for masked in (False, True)]
+    chunks = max(1 if p.path == "single" else math.ceil(math.ceil(n / p.splits) / p.block) + (p.splits > 1)
+                 for p in plans)
+    widest = max(triton.next_power_of_2(max(n, 1)) if p.path == "single" else p.block for p in plans)
     # For a half input with fp32 output this names the half output's (looser, still valid) arithmetic.
     mode = ARITHMETIC_NAMES[arithmetic(x.device, log, x.dtype)]
     return PrecisionProfile(FULL_SOFTMAX_ARITHMETIC[backend, mode],
-                            Reduction(kind, num_warps=p.num_warps, rows=p.rows,
-                                      block=None if p.path == "single" else p.block, chunks=chunks))
+                            Reduction(TILE_SUM.get(backend, "sequential"), num_warps=min(p.num_warps for p in plans),
+                                      rows=max(p.rows for p in plans),
+                                      block=None if chunks == 1 else widest, chunks=chunks))
 
 
 SPEC = register(KernelSpec(

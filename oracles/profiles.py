@@ -49,13 +49,13 @@ log_softmax on CUDA, it keeps the gap, the exps, the sum and the log in
 float64 and rounds once (compute format float64).  Its fp32-output softmax on
 CUDA stays in fp32 for speed but recovers the rounding error of x - max
 (TwoSum), so no gap rounding enters; it uses libdevice ``expf`` (2 ulp, CUDA
-programming guide; 1.8 measured with the correction on an H100), sums in
-float64 and divides through a float64 reciprocal (0.51 ulp with the final
-rounding).  On Ascend, fp32 outputs take tl.exp likewise corrected, and a
+programming guide; 1.8 measured with the correction on an H100), sums exactly
+in 64-bit fixed point (to n 2^-47, below any fp32 sum's error) and multiplies
+by the float64 reciprocal (0.51 ulp with the final rounding).  On Ascend, fp32 outputs take tl.exp likewise corrected, and a
 log_softmax that adds the gap's error back (a second rounding).  Half outputs
-("half", any device) take plain tl.exp of the rounded gap and a division, whose
-errors vanish in the rounding to fp16 or bf16: their profiles are the device's
-plain Triton arithmetic.  triton-ascend's interpreter, whose math library
+("half", any device) take plain tl.exp of the rounded gap and a division (on
+CUDA a product by the correctly rounded reciprocal), whose errors vanish in the
+rounding to fp16 or bf16: their profiles are the device's plain Triton arithmetic.  triton-ascend's interpreter, whose math library
 refuses float64, runs the Ascend paths on numpy.  tests/test_profiles.py
 measures these helpers on the device.
 """
@@ -148,10 +148,12 @@ FULL_SOFTMAX_ARITHMETIC = {
     ("cpu", "fast"): ASCEND_INTERPRETER_FAST,
     ("cpu", "half"): replace(ASCEND_INTERPRETER_FAST, name="full_softmax under triton-ascend's interpreter, half output",
                              exact_gap=False),
-    # Its sums and reciprocal are float64; modelled as fp32 sums (a looser, still valid bound).
-    ("cuda", "precise"): replace(TRITON_NVIDIA, name="full_softmax on NVIDIA (libdevice expf, float64 sums)",
+    # Its sums are exact to n 2^-47 and its reciprocal float64; modelled as fp32 sums (a looser,
+    # still valid bound).
+    ("cuda", "precise"): replace(TRITON_NVIDIA, name="full_softmax on NVIDIA (libdevice expf, exact sums)",
                                  exp_ulps=2.5, exp_ulps_per_gap=0.0, div_ulps=0.51, exact_gap=True),
-    ("cuda", "half"): replace(TRITON_NVIDIA, name="full_softmax on NVIDIA, half output (tl.exp, div.full)"),
+    # A correctly rounded reciprocal and a product: 1.5 ulps, within div.full's 2.5.
+    ("cuda", "half"): replace(TRITON_NVIDIA, name="full_softmax on NVIDIA, half output (tl.exp, reciprocal)"),
     ("cuda", "wide"): Arithmetic(
         "full_softmax log_softmax on NVIDIA (float64)", exp_ulps=1.0, exp_ulps_per_gap=0.0, div_ulps=0.5,
         flushes_subnormals=False, log_ulps=1.0, exact_gap=True, compute=FP64, downcast_ulps=WIDE_DOWNCAST,

@@ -5,6 +5,8 @@ measure them again on whatever device runs the suite, so a device or a Triton
 version with worse arithmetic fails here instead of passing loose verdicts.
 """
 
+from fractions import Fraction
+
 import numpy as np
 import pytest
 import torch
@@ -12,6 +14,7 @@ import triton
 import triton.language as tl
 
 from kernels import full_softmax
+from kernels.launch import float64_math
 from oracles.formats import FP32, format_of, ulp
 from oracles.profiles import FULL_SOFTMAX_ARITHMETIC, TRITON_ARITHMETIC
 
@@ -132,3 +135,41 @@ def test_full_softmax_exp_within_its_profile(backend, note):
     allowed = arithmetic.exp_ulps * 2.0**-wider + (0.5 if wider else 0.0)
     note(f"full_softmax exp of gaps to -90: max {error[normal].max():.3f} ulp, allowed {allowed}")
     assert np.all(error[normal] <= allowed)
+
+
+@triton.jit
+def fixed_point_sums_probe(e_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    cols = tl.arange(0, BLOCK)
+    e = tl.load(e_ptr + cols[None, :], mask=(cols < n)[None, :], other=0.0)
+    tl.store(out_ptr + tl.arange(0, 1), full_softmax._fixed_point_sums(e))
+
+
+def test_full_softmax_fixed_point_sums_are_exact_whatever_the_order(backend):
+    """The sums behind full_softmax's bitwise invariances on CUDA: each term truncated to a multiple
+    of 2^-47 and the integers added exactly, then one rounding to float64; so the same bits for
+    the terms in any order, and a NaN term gives NaN."""
+    if not float64_math():
+        pytest.skip("CUDA's arithmetic; this Triton's interpreter has no float64")
+
+    def fixed_sum(e: torch.Tensor) -> float:
+        out = torch.empty(1, dtype=torch.float64, device=backend.device)
+        fixed_point_sums_probe[(1,)](e.to(backend.device), out, e.numel(), BLOCK=triton.next_power_of_2(e.numel()))
+        return out.item()
+
+    g = generator(5)
+    rows = [torch.ones(32768),  # the largest sum the 63 bits must hold
+            torch.zeros(4096).index_fill_(0, torch.tensor([7]), 1.0)]
+    for n in (3, 1000, 32768):
+        x = torch.randn(n, generator=g, dtype=torch.float64) * 8
+        rows.append(torch.exp(x - x.max()).float())
+    tiny = torch.rand(2048, generator=g) * 2.0**-30  # below 2^-24, where the truncation acts
+    rows.append(torch.cat([torch.ones(1), tiny, torch.tensor([1e-40, 2.0**-47, 3 * 2.0**-48])]))
+    for e in rows:
+        exact = sum(Fraction(v) for v in e.double().tolist())
+        got = fixed_sum(e)
+        allowed = Fraction(e.numel(), int(full_softmax.FIXED_POINT_ONE.value)) + exact * Fraction(1, 2**52)
+        assert abs(Fraction(got) - exact) <= allowed, (e.numel(), got, float(exact))
+        assert fixed_sum(e[torch.randperm(e.numel(), generator=g)]) == got  # bit for bit
+    with_nan = torch.ones(100)
+    with_nan[42] = float("nan")
+    assert np.isnan(fixed_sum(with_nan))
