@@ -183,6 +183,26 @@ def test_npu_launches_fit_the_grid_limit_and_the_unified_buffer(monkeypatch, fre
         assert plan.programs <= 4 * 48
 
 
+CUDA_LENGTHS = [1, 300, 2048, 8192, 16384, 16385, 32768, 32769, 65536, 65537, 1 << 18, (1 << 18) + 1, 1 << 20]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_the_cuda_profile_bounds_masked_and_unmasked_plans(monkeypatch, fresh_launch_caches, dtype):
+    """The judge does not tell full_softmax.precision whether a call is masked, and on CUDA masked
+    rows take their own plan: the profile's reduction must be at least as deep, with at least as
+    many rescales, as either plan's own."""
+    monkeypatch.setattr(full_softmax, "interpreted", lambda: False)  # plan as for a compiled CUDA kernel
+    monkeypatch.setattr(full_softmax, "compute_units", lambda device: 132)
+    for n in CUDA_LENGTHS:
+        x = types.SimpleNamespace(shape=(4, n), device=torch.device("cuda", 0), dtype=dtype,
+                                  element_size=lambda: torch.finfo(dtype).bits // 8)
+        profile = full_softmax.precision("cuda", x, -1).reduction
+        for masked in (False, True):
+            tree = full_softmax.reduction(full_softmax.plan((4, n), 1, x.device, x.element_size(), masked), n,
+                                          profile.kind)
+            assert profile.depth(n) >= tree.depth(n) and profile.rescales(n) >= tree.rescales(n), (n, masked)
+
+
 def test_a_remembered_launch_serves_only_calls_of_its_layout_and_operation(backend):
     """full_softmax remembers how it launched a contiguous call; a later call of the same shape with
     other strides, or log_softmax, must be planned afresh, not served that launch."""
