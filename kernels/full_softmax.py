@@ -664,7 +664,7 @@ def masked_softmax(x: torch.Tensor, mask: torch.Tensor, dim: int = -1,
 
 def reduction(p: Plan, n: int, kind: str) -> Reduction:
     """The tree in which a plan sums a row of n: one block, or blocks folded with rescales."""
-    chunks = 1 if p.path == "single" else math.ceil(math.ceil(n / p.splits) / p.block) + (p.splits > 1)
+    chunks = 1 if p.path == "single" else p.chunks(n) + (p.splits > 1)  # a split row: its spans' sums, folded
     return Reduction(kind, num_warps=p.num_warps, rows=p.rows, block=None if p.path == "single" else p.block,
                      chunks=chunks)
 
