@@ -370,15 +370,15 @@ def split_write_kernel(y_ptr, x_ptr, m_ptr, stats_ptr, n_rows, n_cols, span, siz
         sums = tl.load(stats_ptr + slots + 1)
         if ARITH < PRECISE:
             sums = sums.to(tl.float32)
-        row_max = tl.max(maxima, axis=1)
+        # The one row's maximum and sum as scalars, which take whatever layout the tile needs: as
+        # slices of the statistics' layout, Triton 3.6 broadcast the sum's reciprocal into that
+        # layout and converted two whole tiles through shared memory (fp32 rows of 2^18: 12x slower).
+        row_max = tl.max(maxima)
         shift = tl.where(row_max == -float("inf"), 0.0, row_max)
-        rescale = _rescale(maxima, shift[:, None], ARITH)
+        rescale = _rescale(maxima, shift, ARITH)
         # A span of -inf adds nothing; a span holding NaN (which tl.max skipped) keeps its NaN sum.
         total = tl.sum(tl.where((maxima == -float("inf")) & (sums == sums), 0.0, sums * rescale))
-        # As a scalar, the one row's sum takes whatever layout the tile needs: as a slice of
-        # the statistics' layout, Triton 3.6 broadcast its reciprocal into that layout and
-        # converted two whole tiles through shared memory (fp32 rows of 2^18: 12x slower).
-        row_max = tl.max(row_max) + tl.zeros([1], tl.float32)
+        row_max = row_max + tl.zeros([1], tl.float32)
         total = total + tl.zeros([1], total.dtype)
         row_ok = rows >= 0
         x_base = _row_bases(rows, size1, size2, xs0, xs1, xs2)
