@@ -665,9 +665,8 @@ def masked_softmax(x: torch.Tensor, mask: torch.Tensor, dim: int = -1,
 
 def reduction(p: Plan, n: int, kind: str) -> Reduction:
     """The tree in which a plan sums a row of n: one block, or blocks folded with rescales."""
-    chunks = 1 if p.path == "single" else p.chunks(n) + (p.splits > 1)  # a split row: its spans' sums, folded
     return Reduction(kind, num_warps=p.num_warps, rows=p.rows, block=None if p.path == "single" else p.block,
-                     chunks=chunks)
+                     chunks=1 if p.path == "single" else p.chunks(n), spans=p.splits)
 
 
 def precision(backend: str, x: torch.Tensor, dim: int, log: bool = False) -> PrecisionProfile:
@@ -675,21 +674,21 @@ def precision(backend: str, x: torch.Tensor, dim: int, log: bool = False) -> Pre
 
     The judge does not say whether a call is masked, and on CUDA a masked call may take another
     plan (gpu_plan): the reduction given bounds both, with the fewer warps, the wider tile and
-    the more chunks of the two (tests/test_devices.py checks its depth and rescales).
+    the more chunks and spans of the two (tests/test_devices.py checks its depth and rescales).
     """
     shape = tuple(x.shape) or (1,)
     n = shape[dim % len(shape)]
     kind = TILE_SUM.get(backend, "sequential")
     trees = [reduction(plan(shape, dim % len(shape), x.device, x.element_size(), masked), n, kind)
              for masked in (False, True)]
-    chunks = max(tree.chunks for tree in trees)
+    chunks, spans = max(tree.chunks for tree in trees), max(tree.spans for tree in trees)
     widest = max(tree.block or triton.next_power_of_2(max(n, 1)) for tree in trees)
     # For a half input with fp32 output this names the half output's (looser, still valid) arithmetic.
     mode = ARITHMETIC_NAMES[arithmetic(x.device, log, x.dtype)]
     return PrecisionProfile(FULL_SOFTMAX_ARITHMETIC[backend, mode],
                             Reduction(kind, num_warps=min(tree.num_warps for tree in trees),
                                       rows=max(tree.rows for tree in trees),
-                                      block=None if chunks == 1 else widest, chunks=chunks))
+                                      block=None if chunks == spans == 1 else widest, chunks=chunks, spans=spans))
 
 
 SPEC = register(KernelSpec(

@@ -151,7 +151,10 @@ class Reduction:
     A tile is ``block`` wide, or the row padded to a power of two when ``block``
     is None.  An online sum folds ``chunks`` tiles one after another, rescaling
     the running sum each time the maximum grows: ``chunks - 1`` more additions
-    and ``chunks - 1`` rescales (an exp and a product each).
+    and ``chunks - 1`` rescales (an exp and a product each).  A row split into
+    ``spans`` parts sums each so, then rescales each part's sum once to the row's
+    maximum and adds the ``spans`` of them as one more tile: one more rescale, and
+    that tile's depth.
     """
 
     kind: str
@@ -159,25 +162,28 @@ class Reduction:
     rows: int = 1
     block: int | None = None
     chunks: int = 1
+    spans: int = 1
 
     def depth(self, n: int) -> int:
         if n <= 1:
             return 0
         if self.kind == "sequential":
             return n - 1
-        block = self.block or 1 << (n - 1).bit_length()
+        folded = self._tile_depth(self.spans, rows=1) if self.spans > 1 else 0
+        return self._tile_depth(self.block or 1 << (n - 1).bit_length(), self.rows) + self.chunks - 1 + folded
+
+    def _tile_depth(self, width: int, rows: int) -> int:
+        """Depth of one tl.sum over a tile of ``rows`` rows ``width`` wide."""
         if self.kind == "numpy-pairwise-block":
-            within = 1 + _numpy_pairwise_depth(block - 1)  # a reduce starts from a[0]
-        elif self.kind == "triton-block":
+            return 1 + _numpy_pairwise_depth(width - 1)  # a reduce starts from a[0]
+        if self.kind == "triton-block":
             threads = 32 * self.num_warps
-            per_thread = -(-block * self.rows // threads)  # elements a thread adds in sequence, at most
-            within = min(block - 1, per_thread - 1 + math.ceil(math.log2(min(block, threads))))
-        else:
-            raise ValueError(f"unknown reduction kind {self.kind!r}")
-        return within + self.chunks - 1
+            per_thread = -(-width * rows // threads)  # elements a thread adds in sequence, at most
+            return min(width - 1, per_thread - 1 + math.ceil(math.log2(min(width, threads))))
+        raise ValueError(f"unknown reduction kind {self.kind!r}")
 
     def rescales(self, n: int) -> int:
-        return 0 if self.kind == "sequential" else self.chunks - 1
+        return 0 if self.kind == "sequential" else self.chunks - 1 + (self.spans > 1)
 
 
 def _numpy_pairwise_depth(n: int) -> int:

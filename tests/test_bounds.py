@@ -149,6 +149,18 @@ def test_reduction_depths_never_exceed_the_order_free_bound(reduction):
     assert Reduction("triton-block", num_warps=4).depth(4096) == 4096 // 128 - 1 + 7
 
 
+def test_a_split_row_adds_the_tree_over_its_spans_and_one_rescale():
+    """A row split into spans (full_softmax's split path) rescales each span's sum once more, to
+    the row's maximum, and adds the spans' sums as one more tile: 64 spans over 128 threads are
+    6 more levels, 128 spans in numpy's pairwise sum 25 (8 accumulators of 16, then a tree)."""
+    n = 4096 * 64
+    whole = Reduction("triton-block", num_warps=4, block=4096)
+    split = Reduction("triton-block", num_warps=4, block=4096, spans=64)
+    assert split.depth(n) == whole.depth(n) + 6 and split.rescales(n) == whole.rescales(n) + 1
+    pairwise = Reduction("numpy-pairwise-block", block=1024, chunks=2, spans=128)
+    assert pairwise.depth(1 << 18) == Reduction("numpy-pairwise-block", block=1024, chunks=2).depth(1 << 18) + 25
+
+
 def known_arithmetics() -> list[Arithmetic]:
     """Every arithmetic oracles/profiles.py defines, at module level or in its tables."""
     found = []
