@@ -8,14 +8,14 @@ bf16, it times: the full-domain kernel (``kernels/full_softmax.py``), the
 documents' kernel (``kernels/fused_softmax.py``), torch.softmax, the naive
 five-op torch version, the peers whose libraries import (Liger-Kernel,
 FlagGems, torch.compile: ``kernels/peers.py``, under their registry names), and
-``y.copy_(x)``, the practical limit.  GB/s count
-one read and one write of the tensor.  Every ratio in the table is between
-figures measured in this run.  The providers are timed in turn, ROUNDS times
-over after a round not counted: the table gives each provider's median, and the spread of the
-kernel-to-torch ratio over the rounds, so that a miss within the noise of
-short kernels shows as such.  The inputs are randn * 8 (gaps of up to ~80 in
-a row), and each kernel's largest error on them, in ulps of fp32 to the
-float64 softmax, is measured on the fp32 rows.
+``y.copy_(x)``, the practical limit.  GB/s count one read and one write of the
+tensor.  Every ratio in the table is between figures measured in this run.
+The providers are timed in turn, ROUNDS times over after a round not counted:
+the table gives each provider's median, and the spread of the kernel-to-torch
+ratio over the rounds, so that a miss within the noise of short kernels shows
+as such.  The inputs are randn * 8 (gaps of up to ~80 in a row), and each
+kernel's largest error on them, in ulps of fp32 to the float64 softmax, is
+measured on the fp32 rows.
 
 Timing: ``triton.testing.do_bench``, mean, which flushes L2 before every
 timed call (so small inputs are read from memory, not cache) and hides

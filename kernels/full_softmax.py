@@ -671,7 +671,11 @@ def masked_softmax(x: torch.Tensor, mask: torch.Tensor, dim: int = -1,
 
 
 def reduction(p: Plan, n: int, kind: str) -> Reduction:
-    """The tree in which a plan sums a row of n: one block, or blocks folded with rescales."""
+    """The tree in which a plan sums a row of n: one block, or blocks folded with rescales.
+
+    A split row's spans are added in the write kernel, in more warps than the statistics kernel's
+    num_warps: counted over the fewer threads, their tree is at least as deep.
+    """
     return Reduction(kind, num_warps=p.num_warps, rows=p.rows, block=None if p.path == "single" else p.block,
                      chunks=1 if p.path == "single" else p.chunks(n), spans=p.splits)
 
