@@ -51,13 +51,14 @@ CUDA stays in fp32 for speed but recovers the rounding error of x - max
 (TwoSum), so no gap rounding enters; it uses libdevice ``expf`` (2 ulp, CUDA
 programming guide; 1.8 measured with the correction on an H100), sums exactly
 in 64-bit fixed point (to n 2^-47, below any fp32 sum's error) and multiplies
-by the float64 reciprocal (0.51 ulp with the final rounding).  On Ascend, fp32 outputs take tl.exp likewise corrected, and a
-log_softmax that adds the gap's error back (a second rounding).  Half outputs
-("half", any device) take plain tl.exp of the rounded gap and a division (on
-CUDA a product by the correctly rounded reciprocal), whose errors vanish in the
-rounding to fp16 or bf16: their profiles are the device's plain Triton arithmetic.  triton-ascend's interpreter, whose math library
-refuses float64, runs the Ascend paths on numpy.  tests/test_profiles.py
-measures these helpers on the device.
+by the float64 reciprocal (0.51 ulp with the final rounding).  On Ascend, fp32
+outputs take tl.exp likewise corrected, and a log_softmax that adds the gap's
+error back (a second rounding).  Half outputs ("half", any device) take plain
+tl.exp of the rounded gap and a division (on CUDA a product by the correctly
+rounded reciprocal), whose errors vanish in the rounding to fp16 or bf16:
+their profiles are the device's plain Triton arithmetic.  triton-ascend's
+interpreter, whose math library refuses float64, runs the Ascend paths on
+numpy.  tests/test_profiles.py measures these helpers on the device.
 """
 
 from __future__ import annotations
