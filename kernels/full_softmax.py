@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 import triton
@@ -75,9 +75,11 @@ PROGRAMS_PER_UNIT = 4  # persistent one-pass programs per vector core (and under
 SPLIT_SPAN = 1 << 14  # elements of a split row per program (NPU; under the interpreter: 1024)
 # CUDA, from sweeps of launch parameters on an H100 (README, "Speed"):
 GPU_ROW_ELEMENTS = 32768  # the longest row one program holds in registers, as fp32 values
-GPU_SHORT_ROW_BYTES = 2048  # shorter rows share a tile of GPU_TILE_BYTES, GPU_TILE_THREAD_BYTES a thread
+GPU_SHORT_ROW_BYTES = 2048  # shorter rows share a tile of GPU_TILE_BYTES, GPU_TILE_THREAD_BYTES a thread,
 GPU_TILE_BYTES = 4096
 GPU_TILE_THREAD_BYTES = 32
+GPU_WARP_ROW_BYTES = 512  # but longer ones two a warp: in 4 warps a row of 1 KB spans two, and its three
+# reductions meet through shared memory (fp32 rows of 256: 9 barriers, 0.86x torch so, 1.00x two a warp)
 GPU_THREAD_BYTES = 64  # a longer row: one a program, each thread holding four 16-byte loads of it,
 GPU_WIDE_FP32_BYTES = 65536  # but fp32 rows from 16384 (three block-wide reductions each, their
 GPU_WIDE_FP32_THREAD_BYTES = 256  # exact sum's among them) run faster in fewer warps: 64 values a thread
@@ -336,17 +338,17 @@ def _span_columns(part, span, n_cols):
 
 
 @triton.jit
-def split_stats_kernel(stats_ptr, x_ptr, m_ptr, n_rows, n_cols, span, splits, size1, size2,
+def split_stats_kernel(stats_ptr, x_ptr, m_ptr, n_rows, n_cols, span, spans, size1, size2,
                        xs0, xs1, xs2, xsd, ms0, ms1, ms2, msd, BLOCK: tl.constexpr, MASKED: tl.constexpr,
                        ARITH: tl.constexpr):
     """Programs over (row, span) tasks, a row's spans in turn: the maximum and rescaled sum of each span."""
     cols = tl.arange(0, BLOCK)
-    for task in tl.range(tl.program_id(0), n_rows * splits, tl.num_programs(0)):
+    for task in tl.range(tl.program_id(0), n_rows * spans, tl.num_programs(0)):
         # Programs that run together read neighbouring spans of a row, rather than the same span
         # of neighbouring rows (H100, fp32 rows of 2^18: 2 % faster statistics, 5 % faster writes).
-        part = task % splits
+        part = task % spans
         first, last = _span_columns(part, span, n_cols)
-        rows = task // splits + tl.zeros([1], tl.int64)  # one row, as a 1-row tile
+        rows = task // spans + tl.zeros([1], tl.int64)  # one row, as a 1-row tile
         row_ok = rows >= 0
         x_base = _row_bases(rows, size1, size2, xs0, xs1, xs2)
         m_base = _row_bases(rows, size1, size2, ms0, ms1, ms2)
@@ -355,24 +357,38 @@ def split_stats_kernel(stats_ptr, x_ptr, m_ptr, n_rows, n_cols, span, splits, si
         for start in tl.range(first, last, BLOCK):
             x = _load(x_ptr, m_ptr, x_base, m_base, start + cols, row_ok, last, xsd, msd, MASKED, "")
             row_max, total = _online_update(row_max, total, x, ARITH, True)
-        slot = (rows * splits + part) * 2
+        slot = (rows * spans + part) * 2
         tl.store(stats_ptr + slot, row_max)  # the store widens to the buffer's dtype: no float64 on NPUs
         tl.store(stats_ptr + slot + 1, total)
 
 
 @triton.jit
-def split_write_kernel(y_ptr, x_ptr, m_ptr, stats_ptr, n_rows, n_cols, span, size1, size2,
+def split_write_kernel(y_ptr, x_ptr, m_ptr, stats_ptr, n_rows, n_cols, span, spans, size1, size2,
                        xs0, xs1, xs2, xsd, ys0, ys1, ys2, ysd, ms0, ms1, ms2, msd,
-                       SPLITS: tl.constexpr, BLOCK: tl.constexpr, LOG: tl.constexpr, MASKED: tl.constexpr,
-                       ARITH: tl.constexpr):
-    """Programs over (row, span) tasks, as split_stats_kernel: combine the row's partial sums, then write its span."""
+                       SPLITS: tl.constexpr, FULL: tl.constexpr, BLOCK: tl.constexpr, LOG: tl.constexpr,
+                       MASKED: tl.constexpr, ARITH: tl.constexpr):
+    """Programs over (row, span) tasks, as split_stats_kernel: combine the row's partial sums, then write its span.
+
+    The sums are added in a tree SPLITS wide (the plan's power of two, at least ``spans``), the
+    slots past ``spans`` read as empty spans.
+    """
+    if FULL:  # every one of the SPLITS spans holds columns: a row of a power of two
+        # The count known to the compiler (H100, fp32 rows of 2^18: 1868 GB/s so, 1783 with the
+        # count a runtime value and the statistics' loads masked).
+        spans = SPLITS
     cols = tl.arange(0, BLOCK)
-    for task in tl.range(tl.program_id(0), n_rows * SPLITS, tl.num_programs(0)):
-        first, last = _span_columns(task % SPLITS, span, n_cols)
-        rows = task // SPLITS + tl.zeros([1], tl.int64)  # one row, as a 1-row tile
-        slots = (rows[:, None] * SPLITS + tl.arange(0, SPLITS)[None, :]) * 2
-        maxima = tl.load(stats_ptr + slots).to(tl.float32)  # fp32 values, stored exactly in float64
-        sums = tl.load(stats_ptr + slots + 1)
+    parts = tl.arange(0, SPLITS)[None, :]
+    for task in tl.range(tl.program_id(0), n_rows * spans, tl.num_programs(0)):
+        first, last = _span_columns(task % spans, span, n_cols)
+        rows = task // spans + tl.zeros([1], tl.int64)  # one row, as a 1-row tile
+        slots = (rows[:, None] * spans + parts) * 2
+        if FULL:
+            maxima = tl.load(stats_ptr + slots)
+            sums = tl.load(stats_ptr + slots + 1)
+        else:
+            maxima = tl.load(stats_ptr + slots, mask=parts < spans, other=-float("inf"))
+            sums = tl.load(stats_ptr + slots + 1, mask=parts < spans, other=0.0)
+        maxima = maxima.to(tl.float32)  # fp32 values, stored exactly in float64
         if ARITH < PRECISE:
             sums = sums.to(tl.float32)
         # The one row's maximum and sum as scalars, which take whatever layout the tile needs: as
@@ -414,6 +430,16 @@ class Plan:
     def chunks(self, n: int) -> int:
         return max(1, math.ceil(n / (self.block * self.splits)))
 
+    def span(self, n: int) -> int:
+        """A split row's columns per program: whole tiles, so that no tile is cut at a span's end."""
+        return self.block * self.chunks(n)
+
+    def spans(self, n: int) -> int:
+        """A split row's spans that hold columns: splits at most, fewer where the row falls short
+        (CUDA, fp32 rows of 70000: 18 spans of one 4096-element tile, not 32 spans of 2188
+        columns, each a tile half empty: 0.60x FlagGems so on the H100)."""
+        return math.ceil(n / self.span(n))
+
 
 def largest_block() -> int:
     """The widest row one pass holds in Ascend's 192 KB unified buffer; under the interpreter, a
@@ -453,8 +479,10 @@ def gpu_plan(n: int, n_rows: int, units: int, element_size: int, masked: bool = 
     if n <= (GPU_MASKED_ROW_BYTES // element_size if masked else GPU_ROW_ELEMENTS):
         block = triton.next_power_of_2(max(n, 1))
         block_bytes = block * element_size
-        if block_bytes < GPU_SHORT_ROW_BYTES:
+        if block_bytes <= GPU_WARP_ROW_BYTES:
             rows, warps = GPU_TILE_BYTES // block_bytes, GPU_TILE_BYTES // (32 * GPU_TILE_THREAD_BYTES)
+        elif block_bytes < GPU_SHORT_ROW_BYTES:
+            rows, warps = GPU_SHORT_ROW_BYTES // block_bytes, 1
         else:
             rows, warps = 1, gpu_row_warps(block, element_size, masked)
         return Plan("single", block, rows, warps, programs=min(math.ceil(n_rows / rows), units * GPU_PROGRAMS_PER_UNIT))
@@ -462,9 +490,9 @@ def gpu_plan(n: int, n_rows: int, units: int, element_size: int, masked: bool = 
         chunk = GPU_MASKED_CHUNK if masked else GPU_CHUNK
         return Plan("chunked", chunk, 1, gpu_row_warps(chunk, element_size, masked),
                     programs=min(n_rows, units * GPU_PROGRAMS_PER_UNIT))
-    splits = triton.next_power_of_2(math.ceil(n / GPU_SPLIT_SPAN))
-    return Plan("split", GPU_SPLIT_SPAN, 1, GPU_SPLIT_STATS_WARPS, splits=splits, programs=n_rows * splits,
-                write_warps=GPU_SPLIT_WRITE_WARPS)
+    spans = math.ceil(n / GPU_SPLIT_SPAN)
+    return Plan("split", GPU_SPLIT_SPAN, 1, GPU_SPLIT_STATS_WARPS, splits=triton.next_power_of_2(spans),
+                programs=n_rows * spans, write_warps=GPU_SPLIT_WRITE_WARPS)
 
 
 def gpu_row_warps(block: int, element_size: int, masked: bool) -> int:
@@ -499,7 +527,8 @@ def buffer_plan(n: int, n_rows: int, device: torch.device, element_size: int) ->
         return Plan("chunked", block, 1, warps, programs=min(n_rows, max(in_flight, units), NPU_GRID_LIMIT))
     splits = triton.next_power_of_2(math.ceil(n / (INTERPRETER_BLOCK if interpret else SPLIT_SPAN)))
     row_programs = min(n_rows, NPU_GRID_LIMIT // splits) if device.type == "npu" else n_rows
-    return Plan("split", block, 1, warps, splits=splits, programs=max(row_programs, 1) * splits)
+    split = Plan("split", block, 1, warps, splits=splits)
+    return replace(split, programs=max(row_programs, 1) * split.spans(n))
 
 
 def arithmetic(device: torch.device, log: bool, out_dtype: torch.dtype) -> int:
@@ -638,15 +667,15 @@ def _run(x: torch.Tensor, dim: int, *, log: bool, mask: torch.Tensor | None,
     masked = keep is not None
     mask_arg, msd = (keep, keep.stride(dim)) if masked else (x, 0)
     if p.path == "split":
-        stats = torch.empty((n_rows, p.splits, 2), dtype=torch.float64 if arith >= PRECISE.value else torch.float32,
+        span, spans = p.span(n), p.spans(n)
+        stats = torch.empty((n_rows, spans, 2), dtype=torch.float64 if arith >= PRECISE.value else torch.float32,
                             device=x.device)
-        span = math.ceil(n / p.splits)
         split_stats_kernel[(p.programs,)](
-            stats, x, mask_arg, n_rows, n, span, p.splits, sizes[1], sizes[2], *xs, x.stride(dim), *ms, msd,
+            stats, x, mask_arg, n_rows, n, span, spans, sizes[1], sizes[2], *xs, x.stride(dim), *ms, msd,
             BLOCK=p.block, MASKED=masked, ARITH=arith, num_warps=p.num_warps)
         split_write_kernel[(p.programs,)](
-            y, x, mask_arg, stats, n_rows, n, span, sizes[1], sizes[2], *xs, x.stride(dim), *ys, y.stride(dim), *ms, msd,
-            SPLITS=p.splits, BLOCK=p.block, LOG=log, MASKED=masked, ARITH=arith,
+            y, x, mask_arg, stats, n_rows, n, span, spans, sizes[1], sizes[2], *xs, x.stride(dim), *ys, y.stride(dim),
+            *ms, msd, SPLITS=p.splits, FULL=spans == p.splits, BLOCK=p.block, LOG=log, MASKED=masked, ARITH=arith,
             num_warps=p.write_warps or p.num_warps)
         return y
     aligned = all(stride % 16 == 0 for stride in xs + ys + ms)

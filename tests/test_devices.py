@@ -203,6 +203,27 @@ def test_the_cuda_profile_bounds_masked_and_unmasked_plans(monkeypatch, fresh_la
             assert profile.depth(n) >= tree.depth(n) and profile.rescales(n) >= tree.rescales(n), (n, masked)
 
 
+SPLIT_LENGTHS = [(1 << 17) + 1, 70_000, (1 << 18) - 1, 1 << 18, (1 << 18) + 1, 1 << 20, (1 << 20) + 4097, 1 << 24]
+
+
+@pytest.mark.parametrize("device_type", ["cuda", "npu"])
+@pytest.mark.parametrize("n", SPLIT_LENGTHS)
+def test_a_split_row_is_cut_into_whole_tiles_and_each_span_holds_columns(monkeypatch, fresh_launch_caches,
+                                                                         device_type, n):
+    """Spans of whole tiles, every one holding columns, one task each: a span cut short of its
+    tile, or a task with nothing to read, costs the bandwidth of a full one."""
+    fake_ascend_driver(monkeypatch, {0: {"num_vectorcore": 48}})
+    monkeypatch.setattr(full_softmax, "interpreted", lambda: False)
+    monkeypatch.setattr(full_softmax, "compute_units", lambda device: 132)
+    plan = full_softmax.plan((8, n), 1, FakeDevice(device_type, 0), 4)
+    if plan.path != "split":
+        pytest.skip(f"{n} is not split on {device_type}")
+    span, spans = plan.span(n), plan.spans(n)
+    assert span % plan.block == 0 and (spans - 1) * span < n <= spans * span <= plan.splits * span
+    assert plan.splits == triton.next_power_of_2(plan.splits)  # the width of the tree over the spans' sums
+    assert plan.programs == 8 * spans if device_type == "cuda" else plan.programs % spans == 0
+
+
 def test_a_remembered_launch_serves_only_calls_of_its_layout_and_operation(backend):
     """full_softmax remembers how it launched a contiguous call; a later call of the same shape with
     other strides, or log_softmax, must be planned afresh, not served that launch."""
