@@ -58,8 +58,8 @@ class SizeCaps:
 SIZE_CAPS = {
     "cpu": SizeCaps(max_elements=1 << 15, max_row=4096),  # the interpreter runs ~1 M elements/s
     # On devices the CPU-side oracle and bounds (~3 M elements/s together) set the pace.
-    # Rows reach one past every declared code-path boundary (full_softmax splits fp32 rows past 65536).
-    "cuda": SizeCaps(max_elements=1 << 20, max_row=1 << 17),
+    # Rows reach one past every declared code-path boundary (full_softmax splits fp32 rows past 131072).
+    "cuda": SizeCaps(max_elements=1 << 20, max_row=1 << 18),
     "npu": SizeCaps(max_elements=1 << 20, max_row=1 << 15),
 }
 

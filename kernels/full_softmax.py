@@ -89,7 +89,9 @@ GPU_CHUNK = 32768  # longer rows: chunks of this many elements, a program a row,
 # above (H100, 4096 masked fp32 rows of 32768: 1953 GB/s so, 1136 in one pass of 16 warps):
 GPU_MASKED_ROW_BYTES = 65536  # one pass up to here (fp32 16384, half 32768), GPU_THREAD_BYTES a thread
 GPU_MASKED_CHUNK = 16384
-GPU_CHUNKED_ROW_BYTES = 1 << 18  # rows longer than this are split over programs instead
+# Rows longer than this are split over programs instead (H100, GB/s chunked and split: bf16 rows
+# of 140000 2040 and 1499, of 2^18 1929 and 1751; fp32 rows of 70000 1864 and 1841, of 2^18 1789 and 1868).
+GPU_CHUNKED_ROW_BYTES = 1 << 19
 # A split row: a program a span of one tile, a row's spans on neighbouring programs; its
 # statistics summed in 4 warps, written in 8 (H100, 256 rows of 2^18, the two kernels timed
 # apart: fp32 127 + 195 us in spans of 8192 and 8 warps, 104 + 185 us so; bf16 67 + 100, 59 + 96).

@@ -118,7 +118,7 @@ def run_metadata(config: pytest.Config) -> dict:
         "cpu_capability": torch.backends.cpu.get_cpu_capability(),
         "profile": active_profile(config),
         "seed": seeding.described(config),
-        "draws": seeding.draws_fingerprint(),
+        "draws": seeding.draws_fingerprint(backend.name),
         "git_commit": git_commit(config.rootpath),
         "started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "versions": {"python": platform.python_version(), "torch": torch.__version__, "triton": triton.__version__,

@@ -203,7 +203,7 @@ def test_the_cuda_profile_bounds_masked_and_unmasked_plans(monkeypatch, fresh_la
             assert profile.depth(n) >= tree.depth(n) and profile.rescales(n) >= tree.rescales(n), (n, masked)
 
 
-SPLIT_LENGTHS = [(1 << 17) + 1, 70_000, (1 << 18) - 1, 1 << 18, (1 << 18) + 1, 1 << 20, (1 << 20) + 4097, 1 << 24]
+SPLIT_LENGTHS = [(1 << 17) + 1, 140_000, (1 << 18) - 1, 1 << 18, (1 << 18) + 1, 1 << 20, (1 << 20) + 4097, 1 << 24]
 
 
 @pytest.mark.parametrize("device_type", ["cuda", "npu"])

@@ -13,7 +13,7 @@ from pathlib import Path
 import hypothesis
 import pytest
 
-from harness import seeding
+from harness import seeding, strategies
 from report import baseline
 from report.__main__ import main as report_cli
 
@@ -140,8 +140,17 @@ def test_the_committed_cpu_baseline_holds_the_inputs_the_suite_draws():
     made = json.loads((ROOT / "baselines" / "cpu.json").read_text())
     if made["made_by"]["versions"]["hypothesis"] != hypothesis.__version__:
         pytest.skip(f"the baseline was drawn by Hypothesis {made['made_by']['versions']['hypothesis']}")
-    assert made.get("draws") == seeding.draws_fingerprint(), \
+    assert made.get("draws") == seeding.draws_fingerprint("cpu"), \
         "the suite's draws changed: remake baselines/cpu.json (README, 'Reports and the regression gate')"
+
+
+def test_the_draws_fingerprint_follows_the_backends_size_caps(monkeypatch):
+    """A backend's baseline holds for its own draws: raising its row cap draws other inputs (and
+    flagged torch.softmax on the H100 while the fingerprint was the CPU's)."""
+    cpu, cuda = seeding.draws_fingerprint("cpu"), seeding.draws_fingerprint("cuda")
+    caps = strategies.SIZE_CAPS["cuda"]
+    monkeypatch.setitem(strategies.SIZE_CAPS, "cuda", strategies.SizeCaps(caps.max_elements, caps.max_row // 2))
+    assert seeding.draws_fingerprint("cuda") != cuda and seeding.draws_fingerprint("cpu") == cpu
 
 
 @pytest.mark.parametrize("content,message", [
