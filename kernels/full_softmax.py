@@ -492,9 +492,9 @@ def gpu_plan(n: int, n_rows: int, units: int, element_size: int, masked: bool = 
         chunk = GPU_MASKED_CHUNK if masked else GPU_CHUNK
         return Plan("chunked", chunk, 1, gpu_row_warps(chunk, element_size, masked),
                     programs=min(n_rows, units * GPU_PROGRAMS_PER_UNIT))
-    spans = math.ceil(n / GPU_SPLIT_SPAN)
-    return Plan("split", GPU_SPLIT_SPAN, 1, GPU_SPLIT_STATS_WARPS, splits=triton.next_power_of_2(spans),
-                programs=n_rows * spans, write_warps=GPU_SPLIT_WRITE_WARPS)
+    return split_plan(Plan("split", GPU_SPLIT_SPAN, 1, GPU_SPLIT_STATS_WARPS,
+                           splits=triton.next_power_of_2(math.ceil(n / GPU_SPLIT_SPAN)),
+                           write_warps=GPU_SPLIT_WRITE_WARPS), n, n_rows)
 
 
 def gpu_row_warps(block: int, element_size: int, masked: bool) -> int:
@@ -529,8 +529,12 @@ def buffer_plan(n: int, n_rows: int, device: torch.device, element_size: int) ->
         return Plan("chunked", block, 1, warps, programs=min(n_rows, max(in_flight, units), NPU_GRID_LIMIT))
     splits = triton.next_power_of_2(math.ceil(n / (INTERPRETER_BLOCK if interpret else SPLIT_SPAN)))
     row_programs = min(n_rows, NPU_GRID_LIMIT // splits) if device.type == "npu" else n_rows
-    split = Plan("split", block, 1, warps, splits=splits)
-    return replace(split, programs=max(row_programs, 1) * split.spans(n))
+    return split_plan(Plan("split", block, 1, warps, splits=splits), n, max(row_programs, 1))
+
+
+def split_plan(split: Plan, n: int, row_programs: int) -> Plan:
+    """A split plan's programs: a task for each span holding columns, of row_programs rows at once."""
+    return replace(split, programs=row_programs * split.spans(n))
 
 
 def arithmetic(device: torch.device, log: bool, out_dtype: torch.dtype) -> int:
