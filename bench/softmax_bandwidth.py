@@ -17,11 +17,19 @@ as such.  The inputs are randn * 8 (gaps of up to ~80 in a row), and each
 kernel's largest error on them, in ulps of fp32 to the float64 softmax, is
 measured on the fp32 rows.
 
-Timing: ``triton.testing.do_bench``, mean, which flushes L2 before every
-timed call (so small inputs are read from memory, not cache) and hides
-Python's launch overhead behind that flush.  On a machine without a GPU the
+Timing: ``triton.testing.do_bench_cudagraph``, mean: a CUDA graph of many
+calls, replayed ten times, so that neither Python's launch overhead nor the
+events' half-microsecond tick weighs on kernels of a few microseconds.  Each
+call in the graph reads the next of enough copies of the input, and writes a
+fresh output, that a copy is not read again before ``ROTATION_L2`` times the L2
+cache has gone through: inputs come from memory, not from L2, as they would in
+a model, without a cache flush between calls.  On a machine without a GPU the
 script runs once, tiny, under the Triton interpreter, as a smoke check: its
 numbers are not performance.
+
+torch.compile is timed twice: as the suite registers it (``inductor``,
+``dynamic=True``, one kernel for every shape) and as most callers meet it
+(``inductor_static``, the default compile, specialised to each shape).
 
 Writes ``bandwidth.json`` and ``bandwidth.png`` to ``--out`` (default
 ``docs/bench``), and checks the targets of the full kernel (issue 19): at least
@@ -32,7 +40,9 @@ of a copy for rows of 1024 to 32768, fp32 errors of at most 4 ulps.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
+import math
 import os
 import statistics
 import sys
@@ -60,8 +70,11 @@ ROUNDS = 3
 # were measured before it (bf16 rows of 128 to 2048: at N = 512, full_softmax 1073 GB/s, then
 # 1306 and 1171; torch 804, then 1035 and 1035).
 WARMUP_ROUNDS = 1
+# Inputs rotate through copies filling this many L2 caches: a copy is out of L2 when read again.
+ROTATION_L2 = 4
+REP_MS = 10  # one replay of the graph: calls enough for about this long
 SCALE = 8.0  # logits of randn * 8: gaps large enough that the rounding of x - max shows
-PEERS = ("torch", "liger", "flag_gems", "inductor")  # the softmaxes people use, the fastest of which sets the bar
+PEERS = ("torch", "liger", "flag_gems", "inductor", "inductor_static")  # the softmaxes people use, the fastest of which sets the bar
 
 
 def naive_softmax(x: torch.Tensor) -> torch.Tensor:
@@ -71,6 +84,11 @@ def naive_softmax(x: torch.Tensor) -> torch.Tensor:
     return numerator / numerator.sum(dim=1)[:, None]
 
 
+if not SMOKE:
+    # A static compile per shape, each of the benchmark's shapes in both dtypes (the default limit, 8,
+    # would fall back to eager torch.softmax for later shapes, and the column would time torch).
+    torch._dynamo.config.recompile_limit = 4 * (len(WIDTHS) + len(LONG_ROWS))
+
 PROVIDERS = {
     "full_softmax": lambda x: full_softmax.softmax(x, -1),
     "fused_softmax": lambda x: fused_softmax.softmax(x, -1),
@@ -79,21 +97,35 @@ PROVIDERS = {
     # The peers run where their library imports (and, for FlagGems and Inductor, a GPU runs Triton).
     **{name: (lambda spec: lambda x: spec.softmax(x, -1))(resolve(name))
        for name in ("liger", "flag_gems", "inductor") if not resolve(name).skip_reason("cpu" if SMOKE else "cuda")},
+    **({} if SMOKE else {"inductor_static": torch.compile(lambda x: torch.softmax(x, -1), dynamic=False)}),
     "copy": lambda x: torch.empty_like(x).copy_(x),
 }
 REFUSALS = {"fused_softmax": fused_softmax.CAPABILITIES, "liger": peers.LIGER}  # rows too long for one block
 
 
-def time_ms(fn, x: torch.Tensor) -> float:
-    """Mean time of one call, as triton.testing.do_bench measures it (L2 flushed before each call).
+def rotation(x: torch.Tensor) -> list[torch.Tensor]:
+    """``x`` and enough copies of it to fill ROTATION_L2 L2 caches."""
+    nbytes = x.numel() * x.element_size()
+    copies = math.ceil(ROTATION_L2 * torch.cuda.get_device_properties(x.device).L2_cache_size / nbytes)
+    return [x] + [x.clone() for _ in range(copies - 1)]
 
-    The mean, do_bench's default, not the median: CUDA events time to about half a microsecond,
-    so the median of a kernel of 3-10 us falls on one of two ticks 5-15 % apart (H100, fp32
-    rows of 512: 1494 or 1584 GB/s from round to round), where the mean of the samples
-    resolves between them.
+
+def time_ms(fn, inputs: list[torch.Tensor]) -> float:
+    """Mean time of one call in a CUDA graph of calls, each on the next of ``inputs``.
+
+    Each output is kept until its slot comes round again, so that outputs rotate through as
+    much memory as inputs do: a call writing over the output of the call before would find its
+    lines in L2.
     """
-    fn(x)  # compile outside the timing
-    return triton.testing.do_bench(lambda: fn(x), warmup=25, rep=200, return_mode="mean")
+    fn(inputs[0])  # compile outside the graph
+    outputs = [None] * len(inputs)
+    calls = itertools.count()
+
+    def call() -> None:
+        slot = next(calls) % len(inputs)
+        outputs[slot] = fn(inputs[slot])
+
+    return triton.testing.do_bench_cudagraph(call, rep=REP_MS, return_mode="mean")
 
 
 def max_ulps(y: torch.Tensor, exact: torch.Tensor) -> float:
@@ -119,15 +151,16 @@ def measure(rows: int, cols: int, dtype: torch.dtype) -> dict:
         exact = torch.softmax(x.double(), -1)
         ulps = {name: max_ulps(fn(x), exact) for name, fn in providers.items() if name != "copy"}
         del exact
+    inputs = rotation(x)
     rounds = {name: [] for name in providers}
     for number in range(WARMUP_ROUNDS + ROUNDS):
         for name, fn in providers.items():
-            gbps = 2 * nbytes / (time_ms(fn, x) * 1e-3) / 1e9
+            gbps = 2 * nbytes / (time_ms(fn, inputs) * 1e-3) / 1e9
             if number >= WARMUP_ROUNDS:
                 rounds[name].append(gbps)
     result = {"M": rows, "N": cols, "dtype": str(dtype).removeprefix("torch."), "max_ulps": ulps,
               "gbps": {name: statistics.median(gbps) for name, gbps in rounds.items()}, "rounds": rounds}
-    del x
+    del x, inputs
     torch.cuda.empty_cache()
     return result
 
