@@ -83,7 +83,12 @@ GPU_WARP_ROW_BYTES = 512  # but longer ones two a warp: in 4 warps a row of 1 KB
 GPU_THREAD_BYTES = 64  # a longer row: one a program, each thread holding four 16-byte loads of it,
 GPU_WIDE_FP32_BYTES = 65536  # but fp32 rows from 16384 (three block-wide reductions each, their
 GPU_WIDE_FP32_THREAD_BYTES = 256  # exact sum's among them) run faster in fewer warps: 64 values a thread
-GPU_PROGRAMS_PER_UNIT = 32  # programs per SM at most; beyond that, programs loop over tiles
+GPU_WARP_FP32_ROW_BYTES = 4096  # and fp32 rows of 1024 in one warp: their three reductions, one in int64,
+# cost more across two warps than a warp's 32 values a thread (H100, 4096 rows: 2450 GB/s in 2 warps,
+# 2579 in one); bf16 rows of 2048 run faster in more (2388 GB/s in one warp, 2451 in 2, 2499 in 4).
+# A tile a program: persistent programs looping over tiles (32 an SM) ran slower on many rows
+# (H100, 65536 rows, fp32 of 1024: 2735 GB/s, 2980 a tile a program; of 512: 2705, 2947).
+GPU_PROGRAMS_PER_UNIT = 32  # chunked rows: programs per SM at most; beyond that, programs loop over rows
 GPU_CHUNK = 32768  # longer rows: chunks of this many elements, a program a row, warps as for a row of it
 # Masked rows add a third stream (the mask) and run faster in more warps, as before the changes
 # above (H100, 4096 masked fp32 rows of 32768: 1953 GB/s so, 1136 in one pass of 16 warps):
@@ -469,7 +474,7 @@ def plan(shape: tuple[int, ...], dim: int, device: torch.device, element_size: i
 
 def gpu_plan(n: int, n_rows: int, units: int, element_size: int, masked: bool = False) -> Plan:
     """CUDA: as many programs as the rows allow, each holding GPU_THREAD_BYTES a thread (fp32 rows
-    of 16384 and longer: GPU_WIDE_FP32_THREAD_BYTES).
+    of 1024 and shorter: a warp; of 16384 and longer: GPU_WIDE_FP32_THREAD_BYTES).
 
     Rows of up to GPU_ROW_ELEMENTS take one program and one pass (short rows share
     a tile of GPU_TILE_BYTES); longer rows are chunked, a program a row, the
@@ -487,7 +492,7 @@ def gpu_plan(n: int, n_rows: int, units: int, element_size: int, masked: bool = 
             rows, warps = GPU_SHORT_ROW_BYTES // block_bytes, 1
         else:
             rows, warps = 1, gpu_row_warps(block, element_size, masked)
-        return Plan("single", block, rows, warps, programs=min(math.ceil(n_rows / rows), units * GPU_PROGRAMS_PER_UNIT))
+        return Plan("single", block, rows, warps, programs=math.ceil(n_rows / rows))
     if row_bytes <= GPU_CHUNKED_ROW_BYTES:
         chunk = GPU_MASKED_CHUNK if masked else GPU_CHUNK
         return Plan("chunked", chunk, 1, gpu_row_warps(chunk, element_size, masked),
@@ -500,6 +505,8 @@ def gpu_plan(n: int, n_rows: int, units: int, element_size: int, masked: bool = 
 def gpu_row_warps(block: int, element_size: int, masked: bool) -> int:
     """Warps for a program holding a block of one row (at least GPU_SHORT_ROW_BYTES)."""
     block_bytes = block * element_size
+    if element_size == 4 and block_bytes <= GPU_WARP_FP32_ROW_BYTES and not masked:
+        return 1
     wide_fp32 = element_size == 4 and block_bytes >= GPU_WIDE_FP32_BYTES and not masked
     return min(32, block_bytes // (32 * (GPU_WIDE_FP32_THREAD_BYTES if wide_fp32 else GPU_THREAD_BYTES)))
 

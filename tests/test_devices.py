@@ -203,6 +203,19 @@ def test_the_cuda_profile_bounds_masked_and_unmasked_plans(monkeypatch, fresh_la
             assert profile.depth(n) >= tree.depth(n) and profile.rescales(n) >= tree.rescales(n), (n, masked)
 
 
+@pytest.mark.parametrize("masked", [False, True])
+@pytest.mark.parametrize("n", [1, 256, 1024, 4096, 16384])
+def test_a_one_pass_cuda_row_is_a_tile_a_program_however_many_rows(monkeypatch, fresh_launch_caches, n, masked):
+    """On CUDA each tile of one-pass rows gets its own program, past 32 an SM too: persistent
+    programs looping over tiles ran slower on many rows (README, "Speed")."""
+    monkeypatch.setattr(full_softmax, "interpreted", lambda: False)
+    monkeypatch.setattr(full_softmax, "compute_units", lambda device: 132)
+    for n_rows in (1, 4096, 65536, 1 << 22):
+        plan = full_softmax.plan((n_rows, n), 1, torch.device("cuda", 0), 4, masked)
+        assert plan.path == "single", (n_rows, n, masked)
+        assert (plan.programs - 1) * plan.rows < n_rows <= plan.programs * plan.rows <= plan.rows * (2**31 - 1)
+
+
 SPLIT_LENGTHS = [(1 << 17) + 1, 140_000, (1 << 18) - 1, 1 << 18, (1 << 18) + 1, 1 << 20, (1 << 20) + 4097, 1 << 24]
 
 
