@@ -60,6 +60,20 @@ def test_the_adapters_are_registered_promising_nothing_and_refusing_as_their_lib
     assert resolve("flag_gems").log_softmax is not None and resolve("inductor").capabilities.out_dtype
 
 
+@pytest.mark.parametrize("name,op", [("liger", "softmax"), ("flag_gems", "softmax"), ("flag_gems", "log_softmax"),
+                                     ("inductor", "softmax"), ("inductor", "log_softmax")])
+def test_an_adapter_refuses_what_its_kernel_does_not_declare_before_calling_its_library(
+        monkeypatch, fake_liger, fake_flag_gems, name, op):
+    """An input outside the declared capabilities is refused by the adapter, whatever the library
+    would do with it: Inductor computes softmax of an int64 tensor, where eager torch raises."""
+    compiled_calls = []
+    monkeypatch.setattr(peers, "compiled", lambda function: lambda *args, **kwargs: compiled_calls.append(args))
+    integers = torch.ones(2, 2, dtype=torch.int64)
+    with pytest.raises(TypeError, match="x.dtype must be one of"):
+        getattr(resolve(name), op)(integers, 0)
+    assert not fake_liger and not fake_flag_gems and not compiled_calls
+
+
 @pytest.mark.parametrize("name,backend,reason", [
     ("flag_gems", "cpu", "FlagGems needs a GPU runtime; runs with --device cuda"),
     ("inductor", "cpu", "Inductor emits C++, not Triton, on the CPU; runs with --device cuda"),
