@@ -101,8 +101,8 @@ def compiled(function):
     return torch.compile(function, dynamic=True)
 
 
-# Eager torch.softmax refuses integer tensors; Inductor's kernel computes them (H100, torch 2.11: an
-# int64 (2, 2) returned numbers), so the adapter refuses them itself, as declared.
+# Eager torch.softmax refuses integer tensors; Inductor's kernel returns integer zeros for them
+# (docs/findings/inductor.md), so the adapter refuses them itself, as declared.
 def inductor_softmax(x: torch.Tensor, dim: int, out_dtype: torch.dtype | None = None) -> torch.Tensor:
     INDUCTOR.check(x, dim)
     return compiled(torch.softmax)(x, dim, dtype=out_dtype)

@@ -65,7 +65,7 @@ def test_the_adapters_are_registered_promising_nothing_and_refusing_as_their_lib
 def test_an_adapter_refuses_what_its_kernel_does_not_declare_before_calling_its_library(
         monkeypatch, fake_liger, fake_flag_gems, name, op):
     """An input outside the declared capabilities is refused by the adapter, whatever the library
-    would do with it: Inductor computes softmax of an int64 tensor, where eager torch raises."""
+    would do with it: Inductor returns zeros for an int64 tensor, where eager torch raises."""
     compiled_calls = []
     monkeypatch.setattr(peers, "compiled", lambda function: lambda *args, **kwargs: compiled_calls.append(args))
     integers = torch.ones(2, 2, dtype=torch.int64)
@@ -173,3 +173,18 @@ def test_flag_gems_5_0_2_empty_half_to_float_softmax_keeps_the_half_dtype():
 
     x = torch.empty(1, 0, dtype=torch.bfloat16, device="cuda")
     assert ops.softmax(x, 0, True).dtype == torch.softmax(x, 0, dtype=torch.float32).dtype
+
+
+@pytest.mark.skipif(not torch.cuda.is_available() or not torch.__version__.startswith("2.11."),
+                    reason=f"the finding is about torch 2.11's Inductor on a GPU (here: {torch.__version__}, "
+                           f"{'a' if torch.cuda.is_available() else 'no'} GPU)")
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason="docs/findings/inductor.md: integer tensors")
+def test_torch_2_11_compiled_softmax_of_integers_returns_zeros_where_eager_refuses():
+    x = torch.tensor([[1, 2], [3, 5]], device="cuda")
+    with pytest.raises(RuntimeError, match="not implemented for 'Long'"):  # NotImplementedError is one
+        torch.softmax(x, 0)
+    try:
+        y = peers.compiled(torch.softmax)(x, 0)
+    except Exception:  # refusing, as eager torch does, is as good as a correct result
+        return
+    torch.testing.assert_close(y.double(), torch.softmax(x.double(), 0))
