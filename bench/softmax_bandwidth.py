@@ -74,7 +74,8 @@ WARMUP_ROUNDS = 1
 ROTATION_L2 = 4
 REP_MS = 10  # one replay of the graph: calls enough for about this long
 SCALE = 8.0  # logits of randn * 8: gaps large enough that the rounding of x - max shows
-PEERS = ("torch", "liger", "flag_gems", "inductor", "inductor_static")  # the softmaxes people use, the fastest of which sets the bar
+# The softmaxes people use, the fastest of which sets the bar.
+PEERS = ("torch", "liger", "flag_gems", "inductor", "inductor_static")
 
 
 def naive_softmax(x: torch.Tensor) -> torch.Tensor:

@@ -260,7 +260,8 @@ def _fixed_point_sums(e):
 def _rows(y_ptr, x_ptr, m_ptr, n_rows, n_cols, size1, size2, xs0, xs1, xs2, xsd, ys0, ys1, ys2, ysd,
           ms0, ms1, ms2, msd, ROWS: tl.constexpr, BLOCK: tl.constexpr, CHUNKED: tl.constexpr, LOG: tl.constexpr,
           MASKED: tl.constexpr, ARITH: tl.constexpr, ALIGNED: tl.constexpr):
-    """Persistent programs over tiles of ROWS rows: one pass, or an online pass and a write pass."""
+    """Programs over tiles of ROWS rows, looping where there are fewer programs than tiles (NPU, the
+    interpreter, CUDA's chunked rows): one pass, or an online pass and a write pass."""
     cols = tl.arange(0, BLOCK)
     tiles = tl.cdiv(n_rows, ROWS)
     for tile in tl.range(tl.program_id(0), tiles, tl.num_programs(0)):
