@@ -16,11 +16,25 @@ ROOT = Path(__file__).resolve().parents[1]
 PLANTED = "my_kernels:softmax_half_sum"  # examples/my_kernels.py: the row sum in the half input dtype
 
 
-def replay(*args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "examples")}
+def start_replay(*args: str, cwd: Path = ROOT) -> subprocess.Popen:
+    """``python -m harness.replay`` in a fresh interpreter (no inherited TRITON_INTERPRET), running in ``cwd``."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "examples"), str(ROOT)])}
     env.pop("TRITON_INTERPRET", None)
-    return subprocess.run([sys.executable, "-m", "harness.replay", *args], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.Popen([sys.executable, "-m", "harness.replay", *args], cwd=cwd, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def finished(process: subprocess.Popen) -> subprocess.CompletedProcess:
+    try:
+        stdout, stderr = process.communicate(timeout=300)
+    except subprocess.TimeoutExpired:
+        process.kill()  # as subprocess.run does: no replay outlives its test
+        raise
+    return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
+
+
+def replay(*args: str) -> subprocess.CompletedProcess:
+    return finished(start_replay(*args))
 
 
 def test_the_command_a_failure_prints_replays_it_and_the_reports_lead_to_it(run_pytest, tmp_path):
