@@ -4,20 +4,29 @@
 
 Every accuracy failure prints this command with its own kernel, device,
 operation and case.  A ``module:function`` kernel must be importable, as with
-``--kernel`` in a run.  Exit status: 0 within the derived bound, 1 beyond it or
-not refused outside the kernel's capabilities, 2 on bad arguments.
+``--kernel`` in a run.  The case is read, never evaluated: a literal grammar
+takes the recipes' calls, numbers, strings, tuples and ``torch.<dtype>``, and
+refuses anything else (:func:`parse_case`), so a pasted argument runs no code.
+Exit status: 0 within the derived bound, 1 beyond it or not refused outside the
+kernel's capabilities, 2 on bad arguments (a case outside the grammar among them).
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
+import functools
 import math
 import sys
+from dataclasses import dataclass
 
 from .backend import CHOICES, BackendError, activate
 
 RECIPES = ("Case", "Values", "Layout", "Specials", "Mask")
 PREFIX = "replay in one step: "  # how a failure introduces the command; the reports find it by this
+NOT_A_CASE = "CASE: not a Case(...) as a failure prints it"
+LITERAL_TYPES = (int, float, str, bool, type(None))  # not bytes, complex or Ellipsis: no recipe holds them
+NAMED_FLOATS = {"inf": math.inf, "nan": math.nan}  # what repr prints for an infinite or NaN float
 
 
 def command(kernel: str, device: str, op: str, case) -> str:
@@ -31,19 +40,115 @@ def line(kernel: str, device: str, op: str, case) -> str:
 
 
 def parse_case(text: str):
-    """The Case a failure printed: its repr, read with the recipes' names and torch alone in scope."""
-    import torch
+    """The Case a failure printed, read from its repr by a literal grammar: nothing in ``text`` is run.
 
+    Accepted: calls of the recipes (:data:`RECIPES`, by plain name, positional or keyword arguments), int,
+    float, str, bool and None constants, a sign before a number, tuples, ``inf`` and ``nan``, and
+    ``torch.<dtype>`` for the dtypes a Case may hold.  Anything else is refused with a ValueError that names
+    it.
+    """
     from . import strategies
 
-    scope = {"torch": torch, "inf": math.inf, "nan": math.nan} | {name: getattr(strategies, name) for name in RECIPES}
+    text = text.strip()  # eval() ignored leading blanks; ast.parse takes them for an indent
     try:
-        case = eval(text, {"__builtins__": {}}, scope)  # noqa: S307  (names limited to the recipes)
-    except Exception as error:  # noqa: BLE001
-        raise ValueError(f"CASE: not a Case(...) as a failure prints it: {type(error).__name__}: {error}") from None
+        tree = ast.parse(text, mode="eval")
+    except (SyntaxError, ValueError, MemoryError, RecursionError) as error:  # MemoryError: too deeply nested
+        raise ValueError(f"{NOT_A_CASE}: {type(error).__name__}: {error or 'nested too deeply'}") from None
+    case = _read(tree.body, text, load_grammar())
     if not isinstance(case, strategies.Case):
         raise ValueError(f"CASE: expected Case(...), got {type(case).__name__}")
     return case
+
+
+@dataclass(frozen=True)
+class Grammar:
+    """What a Case's repr may name: the recipes and the dtypes."""
+
+    recipes: dict[str, type]
+    dtypes: dict[str, object]  # "float32": torch.float32
+
+
+@functools.cache
+def load_grammar() -> Grammar:
+    # Imported on first use: the kernels (through the strategies) must import after the backend is chosen.
+    from kernels.registry import FLOATING
+
+    from . import strategies
+
+    dtypes = {str(dtype).removeprefix("torch."): dtype for dtype in sorted(FLOATING, key=str)}
+    recipes = {name: getattr(strategies, name) for name in RECIPES}
+    return Grammar(recipes, dtypes)
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _read(node: ast.expr, text: str, grammar: Grammar):
+    """The value of one node of the grammar; a ValueError for any other node."""
+    if isinstance(node, ast.Constant) and type(node.value) in LITERAL_TYPES:
+        return node.value
+    if isinstance(node, ast.Name) and node.id in NAMED_FLOATS:
+        return NAMED_FLOATS[node.id]
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)) and _is_number_node(node.operand):
+        number = _read(node.operand, text, grammar)
+        return -number if isinstance(node.op, ast.USub) else number
+    if isinstance(node, ast.Tuple):
+        return tuple(_read(element, text, grammar) for element in node.elts)
+    if _is_dtype_node(node, grammar):
+        return grammar.dtypes[node.attr]
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in grammar.recipes:
+        return _build(node, text, grammar)
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "torch":
+        allowed = ", ".join(f"torch.{name}" for name in grammar.dtypes)
+        raise _refusal(node, text, found=f"torch.{node.attr} (a Case's dtype is one of {allowed})")
+    raise _refusal(node, text)
+
+
+def _is_number_node(node: ast.expr) -> bool:
+    """A number a sign may precede: an int or float constant, inf or nan."""
+    return ((isinstance(node, ast.Constant) and _is_number(node.value))
+            or (isinstance(node, ast.Name) and node.id in NAMED_FLOATS))
+
+
+def _is_dtype_node(node: ast.expr, grammar: Grammar) -> bool:
+    """``torch.<dtype>`` for an allowed dtype, and no other attribute."""
+    return (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "torch"
+            and node.attr in grammar.dtypes)
+
+
+def _build(call: ast.Call, text: str, grammar: Grammar):
+    """The recipe a call names, built from arguments of the grammar."""
+    name = call.func.id
+    args = [_read(arg, text, grammar) for arg in call.args]  # a *starred argument is refused here
+    kwargs = {}
+    for keyword in call.keywords:
+        if keyword.arg is None:
+            raise _refusal(keyword, text, found="a **argument")
+        kwargs[keyword.arg] = _read(keyword.value, text, grammar)
+    try:
+        recipe = grammar.recipes[name](*args, **kwargs)
+    except TypeError as error:  # a field missing, unknown or given twice
+        raise ValueError(f"{NOT_A_CASE}: {error}") from None
+    return recipe
+
+
+def _refusal(node: ast.AST, text: str, found: str | None = None) -> ValueError:
+    """The error for a node outside the grammar: what it is, its text, and where."""
+    kind = type(node).__name__
+    segment = ast.get_source_segment(text, node) or ""
+    if len(segment) > 60:
+        segment = segment[:57] + "..."
+    found = found or f"{'an' if kind[0] in 'AEIO' else 'a'} {kind} ({segment})"
+    return ValueError(f"{NOT_A_CASE}: only literals and {'/'.join(RECIPES)}(...) are allowed; "
+                      f"found {found} at {_position(node, text)}")
+
+
+def _position(node: ast.AST, text: str) -> str:
+    """Line (when there are several) and 1-based column of a node; ast counts columns in UTF-8 bytes."""
+    line = text.splitlines()[node.lineno - 1]
+    column = len(line.encode()[:node.col_offset].decode(errors="ignore")) + 1
+    return f"line {node.lineno}, column {column}" if "\n" in text else f"column {column}"
 
 
 def main(argv: list[str] | None = None) -> int:

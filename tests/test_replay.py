@@ -1,5 +1,6 @@
 """One-step replay: the command a failure prints rebuilds the input, reruns the kernel and judges it again."""
 
+import math
 import os
 import re
 import shlex
@@ -8,9 +9,14 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from harness.catalog import CATALOG
 from harness.replay import parse_case
-from harness.strategies import Case, Specials, Values
+from harness.strategies import Case, Layout, Mask, Specials, Values, cases
+from kernels.registry import Capabilities
 
 ROOT = Path(__file__).resolve().parents[1]
 PLANTED = "my_kernels:softmax_half_sum"  # examples/my_kernels.py: the row sum in the half input dtype
@@ -66,3 +72,89 @@ def test_a_case_is_read_back_from_its_repr_and_nothing_else_is():
         parse_case("__import__('os').system('true')")
     bad = replay("--kernel", "torch", "--device", "cpu", "Case(shape=(4,)")
     assert bad.returncode == 2 and "CASE: not a Case(...)" in bad.stderr
+
+
+# Arguments that smuggle code into a replay, each with what the refusal must name.  Every one that calls
+# system() would create the file PWNED in the working directory if it ran.
+PWNED = "pwned"
+TOUCH = f"torch.os.system('touch {PWNED}')"
+ESCAPE = ("[c for c in ().__class__.__base__.__subclasses__() if c.__name__ == 'catch_warnings'][0]()"
+          f"._module.__builtins__['__import__']('os').system('touch {PWNED}')")  # no name from the scope needed
+CRAFTED = {
+    "arithmetic in a Values field": (
+        f"Case(shape=(2, 3), dim=1, dtype=torch.float32, values=Values(kind='normal', scale=1.0 + 0*{TOUCH}), seed=0)",
+        f"a BinOp (1.0 + 0*{TOUCH[:40]}"),
+    "a call in a Values field": (
+        f"Case(shape=(2,), dim=0, dtype=torch.float32, values=Values(kind='normal', scale={TOUCH}))",
+        f"a Call ({TOUCH})"),
+    "a lambda in a Layout field": (
+        "Case(shape=(2, 3), dim=1, dtype=torch.float32, layout=Layout(order=(0, 1), steps=(1, 1), "
+        f"pad=(lambda os=torch.os: os.system('touch {PWNED}'))()), seed=0)", "a Call ((lambda os=torch.os:"),
+    "the object graph from a tuple": (f"Case(shape=(2,), dim=0, dtype=torch.float32, seed={ESCAPE})",
+                                      "a Call ([c for c in ().__class__.__base__.__subclasses__()"),
+    "torch's os module": (TOUCH, f"a Call ({TOUCH})"),
+    "__import__": (f"__import__('os').system('touch {PWNED}')", "a Call (__import__('os')"),
+    "a recipe's globals": (f"Values.__init__.__globals__['torch'].os.system('touch {PWNED}')",
+                           "a Call (Values.__init__.__globals__"),
+    "an attribute of a dtype": ("Case(shape=(2,), dim=0, dtype=torch.float32.__class__)",
+                                "an Attribute (torch.float32.__class__) at column 31"),
+    "a torch attribute that is no dtype": ("Case(shape=(2,), dim=0, dtype=torch.os)", "torch.os (a Case's dtype is"),
+    "an f-string": (f'Case(shape=(2,), dim=0, dtype=torch.float32, values=Values(kind=f"normal{{{TOUCH}}}"))',
+                    "a JoinedStr"),
+    "a subscript": (f"Case(shape=(2,), dim=0, dtype=torch.float32, seed=({TOUCH},)[0])", "a Subscript"),
+    "a boolean operator": (f"Case(shape=(2,), dim=0, dtype=torch.float32, seed={TOUCH} or 0)", "a BoolOp"),
+    "a starred argument": (f"Case(*(({TOUCH},), 0, torch.float32))", "a Starred"),
+    "a ** argument": (f"Case(shape=(2,), dim=0, dtype=torch.float32, **{{'seed': {TOUCH}}})",
+                      "a **argument at column 46"),
+    "a lambda": ("Case(shape=(2,), dim=0, dtype=torch.float32, seed=lambda: 0)", "a Lambda (lambda: 0) at column 51"),
+    "a comprehension": (f"Case(shape=(2,), dim=0, dtype=torch.float32, values=Values(kind='normal', "
+                        f"scale=[x for x in ({TOUCH},)]))", "a ListComp ([x for x in"),
+}
+REFUSED = "only literals and Case/Values/Layout/Specials/Mask(...) are allowed; found "
+
+
+@pytest.mark.parametrize("payload, found", CRAFTED.values(), ids=CRAFTED)
+def test_no_argument_outside_the_literal_grammar_is_run(payload, found, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ValueError, match=re.escape(REFUSED + found)):
+        parse_case(payload)
+    assert not (tmp_path / PWNED).exists()
+
+
+def test_a_crafted_case_runs_nothing(tmp_path):
+    """End to end: the command exits 2 naming what it refused, and the code never ran (run in parallel: ~7 s each)."""
+    names = ["arithmetic in a Values field", "a lambda in a Layout field", "the object graph from a tuple"]
+    for name in names:
+        (tmp_path / name).mkdir()  # where the payload, had it run, would have left its file
+    runs = {name: start_replay("--kernel", "torch", "--device", "cpu", CRAFTED[name][0], cwd=tmp_path / name)
+            for name in names}
+    results = {name: finished(process) for name, process in runs.items()}
+    for name, result in results.items():
+        assert not (tmp_path / name / PWNED).exists(), f"{name}: the payload ran"
+        assert result.returncode == 2 and REFUSED + CRAFTED[name][1] in result.stderr, (name, result.stderr[-2000:])
+        assert not result.stdout, name
+
+
+def test_a_case_reads_back_as_the_docs_and_the_failures_write_it():
+    expected = Case((3, 5), 1, torch.float64, Values("sentinel", -math.inf), Layout((1, 0), (1, 2), pad=+3),
+                    Specials(nan=0.3), Mask(keep=0.5), seed=7)
+    assert parse_case("  Case((3, 5), 1, torch.float64, Values('sentinel', -inf), Layout((1, 0), (1, 2), pad=+3), "
+                      "specials=Specials(nan=0.3), mask=Mask(keep=0.5), seed=7)\n") == expected
+    assert parse_case(repr(expected).replace(", ", ",\n    ")) == expected  # the way Hypothesis prints a case
+    with pytest.raises(ValueError, match="expected Case"):
+        parse_case("Values('normal')")
+    with pytest.raises(ValueError, match="unexpected keyword argument 'rows'"):
+        parse_case("Case(shape=(2,), dim=0, dtype=torch.float32, rows=2)")
+    with pytest.raises(ValueError, match=re.escape("found a List ([2]) at line 2, column 11")):
+        parse_case("Case(\n    shape=[2], dim=0, dtype=torch.float32)")
+
+
+@settings(max_examples=100)
+@given(case=st.booleans().flatmap(lambda masked: cases(Capabilities(), "cpu", masked=masked)))
+def test_every_case_the_strategies_draw_reads_back_from_its_repr(case):
+    assert parse_case(repr(case)) == case
+
+
+@pytest.mark.parametrize("case", CATALOG.values(), ids=CATALOG)
+def test_every_catalog_entry_reads_back_from_its_repr(case):
+    assert parse_case(repr(case)) == case
