@@ -18,7 +18,8 @@ import ast
 import functools
 import math
 import sys
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, fields
 
 from .backend import CHOICES, BackendError, activate
 
@@ -44,8 +45,8 @@ def parse_case(text: str):
 
     Accepted: calls of the recipes (:data:`RECIPES`, by plain name, positional or keyword arguments), int,
     float, str, bool and None constants, a sign before a number, tuples, ``inf`` and ``nan``, and
-    ``torch.<dtype>`` for the dtypes a Case may hold.  Anything else is refused with a ValueError that names
-    it.
+    ``torch.<dtype>`` for the dtypes a Case may hold.  Anything else, and a recipe whose fields have the
+    wrong types, is refused with a ValueError that names it.
     """
     from . import strategies
 
@@ -62,10 +63,11 @@ def parse_case(text: str):
 
 @dataclass(frozen=True)
 class Grammar:
-    """What a Case's repr may name: the recipes and the dtypes."""
+    """What a Case's repr may name: the recipes, the dtypes, and each recipe field's rule."""
 
     recipes: dict[str, type]
     dtypes: dict[str, object]  # "float32": torch.float32
+    rules: dict[str, dict[str, tuple[Callable[[object], bool], str]]]  # recipe -> field -> (check, description)
 
 
 @functools.cache
@@ -74,14 +76,67 @@ def load_grammar() -> Grammar:
     from kernels.registry import FLOATING
 
     from . import strategies
+    from .coverage import VALUE_VARIANTS
 
     dtypes = {str(dtype).removeprefix("torch."): dtype for dtype in sorted(FLOATING, key=str)}
     recipes = {name: getattr(strategies, name) for name in RECIPES}
-    return Grammar(recipes, dtypes)
+    return Grammar(recipes, dtypes, _field_rules(recipes, dtypes, kinds=tuple(VALUE_VARIANTS)))
+
+
+def _field_rules(recipes: dict[str, type], dtypes: dict[str, object], kinds: tuple[str, ...]):
+    """Each recipe field's check and what it demands (the constructors check nothing)."""
+    ints, share = (_is_int_tuple, "a tuple of ints"), (_is_share, "a number in [0, 1]")
+    dtype_names, kind_names = ", ".join(f"torch.{name}" for name in dtypes), ", ".join(map(repr, kinds))
+    return {
+        "Case": {
+            "shape": (_is_shape, "a tuple of non-negative ints"),
+            "dim": (_is_int, "an int"),
+            "dtype": (_one_of(tuple(dtypes.values())), f"one of {dtype_names}"),
+            "values": (_instance_of(recipes["Values"]), "a Values(...)"),
+            "layout": (_instance_of(recipes["Layout"], optional=True), "a Layout(...) or None"),
+            "specials": (_instance_of(recipes["Specials"]), "a Specials(...)"),
+            "mask": (_instance_of(recipes["Mask"], optional=True), "a Mask(...) or None"),
+            "seed": (_is_seed, "an int in [0, 2**64)"),
+        },
+        "Values": {"kind": (_one_of(kinds), f"one of {kind_names}"), "scale": (_is_number, "a number")},
+        "Layout": {"order": ints, "steps": ints, "pad": (_is_int, "an int"), "offset": (_is_int, "an int"),
+                   "expanded": ints},
+        "Specials": {"neg_inf": share, "neg_inf_rows": share, "pos_inf": share, "nan": share, "neg_inf_head": share},
+        "Mask": {"keep": share, "empty_rows": share},
+    }
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _is_number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _is_int_tuple(value) -> bool:
+    return isinstance(value, tuple) and all(map(_is_int, value))
+
+
+def _is_shape(value) -> bool:
+    return _is_int_tuple(value) and all(size >= 0 for size in value)
+
+
+def _is_seed(value) -> bool:
+    return _is_int(value) and 0 <= value < 2**64  # what torch.Generator.manual_seed takes
+
+
+def _is_share(value) -> bool:
+    return _is_number(value) and 0 <= value <= 1  # NaN fails
+
+
+def _one_of(allowed: tuple):
+    # Type as well as equality: True == 1 and 1 == 1.0, but neither is the value a failure printed.
+    return lambda value: any(type(value) is type(a) and value == a for a in allowed)
+
+
+def _instance_of(cls: type, optional: bool = False):
+    return lambda value: isinstance(value, cls) or (optional and value is None)
 
 
 def _read(node: ast.expr, text: str, grammar: Grammar):
@@ -118,7 +173,7 @@ def _is_dtype_node(node: ast.expr, grammar: Grammar) -> bool:
 
 
 def _build(call: ast.Call, text: str, grammar: Grammar):
-    """The recipe a call names, built from arguments of the grammar."""
+    """The recipe a call names, built from arguments of the grammar, its fields checked."""
     name = call.func.id
     args = [_read(arg, text, grammar) for arg in call.args]  # a *starred argument is refused here
     kwargs = {}
@@ -130,6 +185,11 @@ def _build(call: ast.Call, text: str, grammar: Grammar):
         recipe = grammar.recipes[name](*args, **kwargs)
     except TypeError as error:  # a field missing, unknown or given twice
         raise ValueError(f"{NOT_A_CASE}: {error}") from None
+    for field in fields(recipe):
+        check, demand = grammar.rules[name][field.name]
+        value = getattr(recipe, field.name)
+        if not check(value):
+            raise ValueError(f"CASE: {name}.{field.name} must be {demand}; got {value!r}")
     return recipe
 
 

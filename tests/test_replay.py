@@ -6,6 +6,7 @@ import re
 import shlex
 import subprocess
 import sys
+from dataclasses import fields
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from harness.catalog import CATALOG
-from harness.replay import parse_case
+from harness.replay import RECIPES, parse_case
 from harness.strategies import Case, Layout, Mask, Specials, Values, cases
 from kernels.registry import Capabilities
 
@@ -133,6 +134,44 @@ def test_a_crafted_case_runs_nothing(tmp_path):
         assert not (tmp_path / name / PWNED).exists(), f"{name}: the payload ran"
         assert result.returncode == 2 and REFUSED + CRAFTED[name][1] in result.stderr, (name, result.stderr[-2000:])
         assert not result.stdout, name
+
+
+@pytest.mark.parametrize("field, text", [
+    ("Case.shape", "Case(shape=(2.0,), dim=0, dtype=torch.float32)"),
+    ("Case.shape", "Case(shape=(-1,), dim=0, dtype=torch.float32)"),
+    ("Case.shape", "Case(shape=2, dim=0, dtype=torch.float32)"),
+    ("Case.dim", "Case(shape=(2,), dim='0', dtype=torch.float32)"),
+    ("Case.dim", "Case(shape=(2,), dim=True, dtype=torch.float32)"),
+    ("Case.dtype", "Case(shape=(2,), dim=0, dtype='float32')"),
+    ("Case.values", "Case(shape=(2,), dim=0, dtype=torch.float32, values=Mask())"),
+    ("Case.layout", "Case(shape=(2,), dim=0, dtype=torch.float32, layout=(0,))"),
+    ("Case.specials", "Case(shape=(2,), dim=0, dtype=torch.float32, specials=None)"),
+    ("Case.mask", "Case(shape=(2,), dim=0, dtype=torch.float32, mask=Specials())"),
+    ("Case.seed", "Case(shape=(2,), dim=0, dtype=torch.float32, seed=-1)"),
+    ("Case.seed", "Case(shape=(2,), dim=0, dtype=torch.float32, seed=18446744073709551616)"),
+    ("Values.kind", "Case(shape=(2,), dim=0, dtype=torch.float32, values=Values(kind='gaussian'))"),
+    ("Values.scale", "Case(shape=(2,), dim=0, dtype=torch.float32, values=Values(kind='normal', scale='1'))"),
+    ("Layout.order", "Case(shape=(2,), dim=0, dtype=torch.float32, layout=Layout(order=(0.0,), steps=(1,)))"),
+    ("Layout.steps", "Case(shape=(2,), dim=0, dtype=torch.float32, layout=Layout(order=(0,), steps=1))"),
+    ("Layout.pad", "Case(shape=(2,), dim=0, dtype=torch.float32, layout=Layout((0,), (1,), pad=None))"),
+    ("Layout.offset", "Case(shape=(2,), dim=0, dtype=torch.float32, layout=Layout((0,), (1,), offset=0.5))"),
+    ("Layout.expanded", "Case(shape=(2,), dim=0, dtype=torch.float32, layout=Layout((0,), (1,), expanded=0))"),
+    ("Specials.nan", "Case(shape=(2,), dim=0, dtype=torch.float32, specials=Specials(nan=1.5))"),
+    ("Specials.neg_inf_head", "Case(shape=(2,), dim=0, dtype=torch.float32, specials=Specials(neg_inf_head=nan))"),
+    ("Mask.keep", "Case(shape=(2,), dim=0, dtype=torch.float32, mask=Mask(keep=-0.1))"),
+    ("Mask.empty_rows", "Case(shape=(2,), dim=0, dtype=torch.float32, mask=Mask(empty_rows=inf))"),
+])
+def test_a_recipe_field_of_the_wrong_type_is_refused_by_name(field, text):
+    with pytest.raises(ValueError, match=rf"^CASE: {re.escape(field)} must be "):
+        parse_case(text)
+
+
+def test_every_field_of_every_recipe_has_a_rule():
+    from harness.replay import load_grammar
+
+    grammar = load_grammar()
+    assert {name: set(rules) for name, rules in grammar.rules.items()} == \
+           {name: {field.name for field in fields(grammar.recipes[name])} for name in RECIPES}
 
 
 def test_a_case_reads_back_as_the_docs_and_the_failures_write_it():
