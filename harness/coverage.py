@@ -151,8 +151,8 @@ def space(capabilities: Capabilities, backend: str, dtypes, *, specials: bool = 
         cells = [band_label(lo, hi) for lo, hi in BANDS if lo <= top] + [c for c, m in beside(boundaries) if m <= top]
         lengths[str(format_of(dtype))] = tuple(cells)
     unit = capabilities.unit_column_stride
-    layouts = tuple(k for k in LAYOUT_KINDS
-                    if any(layout_of_kind(k, r, d, unit_row_stride=unit) for r, d in ranks_and_dims(capabilities)))
+    layouts = tuple(k for k in LAYOUT_KINDS if not (k == "expanded" and capabilities.in_place)  # nowhere to write
+                    and any(layout_of_kind(k, r, d, unit_row_stride=unit) for r, d in ranks_and_dims(capabilities)))
     classes = {"values": AXES["values"], "layouts": layouts, "specials": AXES["specials"] if specials else ("finite",)}
     return Space(lengths, classes)
 

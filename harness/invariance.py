@@ -68,5 +68,6 @@ class Invariance:
         if kind is None or self.broken is not None:
             payload.add(self.item, INVARIANCE, {"kernel": self.kernel, "property": self.name,
                                                 "promised": self.promised, "held": self.broken is None,
-                                                "counterexample": self.broken})
+                                                "counterexample": self.broken,
+                                                "test": getattr(self.item, "nodeid", "")})
         return False

@@ -12,7 +12,7 @@ measured the same way, so every verdict can say "kernel vs torch".
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 
 import numpy as np
@@ -25,20 +25,25 @@ from oracles import correctly_rounded
 from oracles.bounds import PrecisionProfile, log_softmax_bound, softmax_bound
 from oracles.correctly_rounded import OracleResult
 from oracles.formats import Format, format_of
+from oracles.profiles import unknown_profile
 from oracles.ulp import UNRELATED, fractional_ulp_error, ulp_distance
 
+from .calls import ContractBroken, describe_input  # noqa: F401  (describe_input: the tests import it from here)
 from .strategies import TESTED_DTYPES
+
+
+class BeyondBound(AssertionError):
+    """A kernel's output broke its derived bounds (or a special value); carries the one-step replay command."""
+
+    def __init__(self, message: str, replay: str | None = None) -> None:
+        super().__init__(message)
+        self.replay = replay
 
 
 def as_rows(t: torch.Tensor, dim: int) -> torch.Tensor:
     """The slices along ``dim`` as rows of a 2-D CPU tensor (dtype kept)."""
     moved = t.detach().to("cpu").movedim(dim, -1)
     return moved.reshape(math.prod(moved.shape[:-1]), moved.shape[-1])
-
-
-def describe_input(x: torch.Tensor, dim: int) -> str:
-    return (f"shape={tuple(x.shape)} strides={tuple(x.stride())} offset={x.storage_offset()} "
-            f"dtype={x.dtype} dim={dim} device={x.device}")
 
 
 @dataclass(frozen=True)
@@ -126,11 +131,17 @@ class Judgement:
     rounded: np.ndarray  # correctly rounded results
     exact: np.ndarray  # exact results (float64)
     escalated: int
-    replay: str
+    replay: str  # how to rebuild the input, for the explanation
+    command: str | None = None  # the one-step replay command, where the input has one
 
     @property
     def ok(self) -> bool:
         return not self.kernel.violations.any()
+
+    def check(self, why: str = "") -> None:
+        """Raise :class:`BeyondBound` with the explanation (after ``why``) unless every element is within its bound."""
+        if not self.ok:
+            raise BeyondBound(f"{why}{self.explain()}", self.command)
 
     def summary(self) -> dict:
         return {"dtype": str(self.fmt), "kernel": self.kernel.summary(), "torch": self.peer.summary(),
@@ -198,22 +209,35 @@ FP32_OUT = Op("softmax_fp32_out", out_dtype=torch.float32, dtypes=(torch.float16
 OPS = {op.name: op for op in (SOFTMAX, MASKED, LOG, FP32_OUT)}
 
 
-def expect_refusal(kernel: KernelSpec, call, x: torch.Tensor, dim: int, refusal: Exception) -> None:
-    """``call()`` runs the kernel on (x, dim), outside its capabilities: it must refuse.
+def expect_refusal(kernel: KernelSpec, call, x: torch.Tensor, dim: int, refusal: Exception, judge=None) -> None:
+    """``call()`` runs the kernel on (x, dim), outside its capabilities.
 
-    This project's kernels refuse with the clear error ``refusal`` names; a user's kernel,
-    as torch does, with any exception, and need not refuse what torch.softmax accepts.
+    This project's kernels must refuse with the clear error ``refusal`` names.  A user's
+    kernel may refuse as torch does, with any exception; if it returns numbers instead,
+    torch must accept the input, and the numbers must be right: ``judge(y)`` judges them
+    (as a kernel of unknown construction's: its precision model covers what it declares).
+    A broken call contract (:mod:`harness.calls`) is never taken for a refusal.
     """
     if kernel.clear_refusals:
         with pytest.raises(type(refusal)):
             call()
         return
     try:
-        call()
+        y = call()
+    except ContractBroken:
+        raise
     except Exception:  # noqa: BLE001  (torch refuses with IndexError, RuntimeError, NotImplementedError)
         return
     assert accepted_by_torch(x, dim), \
         f"{kernel.name} returned numbers for an input outside its declared capabilities ({refusal})"
+    if judge is not None:
+        judge(y).check(f"{kernel.name} returned numbers for an input outside its declared capabilities ({refusal}), "
+                       "judged with the loosest known arithmetic:\n")
+
+
+def unknown_construction(kernel: KernelSpec) -> KernelSpec:
+    """``kernel`` judged as of unknown construction: outside what it declares, its precision model says nothing."""
+    return replace(kernel, precision=unknown_profile)
 
 
 def accepted_by_torch(x: torch.Tensor, dim: int) -> bool:
@@ -235,12 +259,12 @@ def run_kernel(kernel: KernelSpec, x: torch.Tensor, dim: int, mask: torch.Tensor
 
 def judge_softmax(kernel: KernelSpec, backend: str, x: torch.Tensor, dim: int, y: torch.Tensor, *,
                   mask: torch.Tensor | None = None, log: bool = False, out_dtype: torch.dtype | None = None,
-                  replay: str) -> Judgement:
+                  replay: str, command: str | None = None) -> Judgement:
     """Judge ``y``, the kernel's (masked, log) softmax of ``x`` on ``backend``, with torch as the peer."""
     expected_dtype = out_dtype or x.dtype
     if y.shape != x.shape or y.dtype != expected_dtype:
-        raise AssertionError(f"{kernel.name}: output {tuple(y.shape)} {y.dtype}, expected {tuple(x.shape)} "
-                             f"{expected_dtype}; replay: {replay}")
+        raise BeyondBound(f"{kernel.name}: output {tuple(y.shape)} {y.dtype}, expected {tuple(x.shape)} "
+                          f"{expected_dtype}; replay: {replay}", command)
     oracle = correctly_rounded.softmax(x, dim, log=log, mask=mask, out_dtype=out_dtype)
     logits = x if mask is None else x.masked_fill(~mask, -torch.inf)  # what the bound sees
     peer = torch_softmax.SPEC
@@ -249,5 +273,5 @@ def judge_softmax(kernel: KernelSpec, backend: str, x: torch.Tensor, dim: int, y
         kernel=measure(kernel.name, logits, dim, y, oracle, kernel.precision(backend, x, dim, log), log=log),
         peer=measure(peer.name, logits, dim, peer_y, oracle, peer.precision(backend, x, dim, log), log=log),
         fmt=format_of(expected_dtype), inputs=as_rows(x, dim), rounded=oracle.rounded, exact=oracle.exact,
-        escalated=oracle.escalated, replay=replay,
+        escalated=oracle.escalated, replay=replay, command=command,
     )

@@ -3,12 +3,17 @@
 Each hook does one job:
 
 * ``pytest_addoption``: ``--device`` and ``--kernel``;
-* ``pytest_configure``: activates the backend (before any kernel import) and
-  resolves the kernels under test;
+* ``pytest_configure`` (first of the suite's): activates the backend (before
+  any kernel import), resolves the kernels under test and builds the run's
+  :class:`~harness.session.Session`, which every other hook reads;
 * ``pytest_report_header``: what ran where, with versions;
 * ``pytest_xdist_auto_num_workers``: ``-n auto`` on GPUs and NPUs counts devices;
 * ``pytest_generate_tests``: one test per kernel for tests that take ``kernel``;
 * fixtures ``backend``, ``note`` and ``invariance``;
+* ``pytest_runtest_protocol``: tells the kernel-call guard which test runs
+  (:mod:`harness.calls`), for its breadcrumbs;
+* ``pytest_handlecrashitem`` (xdist): a worker that died inside a kernel call
+  left a breadcrumb; the crash's report names that call;
 * ``pytest_terminal_summary``: figures that tests report with the ``note``
   fixture (they travel on test reports, see :mod:`harness.payload`), and the
   coverage matrix of the accuracy tests (:mod:`harness.coverage`).
@@ -29,16 +34,11 @@ import mpmath
 import numpy
 import pytest
 import torch
-from hypothesis import settings
-from hypothesis.errors import InvalidArgument
 
-from . import payload, pinning
+from . import calls, payload, pinning, session
 from .backend import CHOICES, Backend, BackendError, activate, resolve_name, runtime
 from .invariance import Invariance
-from .profiles import active_profile
 
-BACKEND = pytest.StashKey[Backend]()
-KERNELS = pytest.StashKey[list]()
 NOTES = "notes"
 
 
@@ -71,16 +71,10 @@ def thread_share() -> int:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
-    profile = active_profile(config)
-    try:
-        settings.get_profile(profile)
-    except InvalidArgument:
-        raise pytest.UsageError(f"--hypothesis-profile {profile!r}: no such profile; the suite registers dev, ci, "
-                                "nightly and mutation (root conftest.py)") from None
     torch.set_num_threads(thread_share())
     os.environ["OMP_NUM_THREADS"] = str(torch.get_num_threads())
     try:
-        config.stash[BACKEND] = activate(config.getoption("device"), os.environ.get("PYTEST_XDIST_WORKER"))
+        backend = activate(config.getoption("device"), os.environ.get("PYTEST_XDIST_WORKER"))
     except BackendError as error:
         raise pytest.UsageError(str(error)) from None
     import kernels  # only now: the backend decides how @triton.jit decorates
@@ -92,15 +86,17 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(str(error)) from None
     if "all" in names:  # every registered kernel, peers included (skipped where their library is absent)
         selected = kernels.registered() + [spec for spec in selected if spec not in kernels.registered()]
-    config.stash[KERNELS] = selected or [spec for spec in kernels.registered() if spec.by_default]
+    selected = selected or [spec for spec in kernels.registered() if spec.by_default]
     from .coverage import boundaries_beyond_caps
 
-    for spec in config.stash[KERNELS]:
-        beyond = boundaries_beyond_caps(spec.capabilities, config.stash[BACKEND].name)
+    for spec in selected:
+        beyond = boundaries_beyond_caps(spec.capabilities, backend.name)
         if beyond:
             raise pytest.UsageError(f"{spec.name} declares code-path boundaries at row lengths {beyond} on "
-                                    f"{config.stash[BACKEND].name}, past the suite's size caps (harness/strategies.py "
+                                    f"{backend.name}, past the suite's size caps (harness/strategies.py "
                                     f"SIZE_CAPS): one side of each would never be tested")
+    session.build(config, backend, selected)
+    calls.CONTEXT.backend = backend.name
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -120,11 +116,13 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
 def pytest_report_header(config: pytest.Config) -> list[str]:
     import triton  # after pytest_configure: the backend must be active before triton loads
 
-    backend = config.stash[BACKEND]
-    names = ", ".join(spec.name for spec in config.stash[KERNELS])
+    run = session.session_of(config)
+    names = ", ".join(spec.name for spec in run.kernels)
+    limit = f"{run.call_timeout:g} s" if run.call_timeout else "none"
     return [
-        f"softmax suite backend: {backend.describe()}",
+        f"softmax suite backend: {run.backend.describe()}",
         f"kernels: {names}",
+        f"draws: {run.draws.describe()}; kernel call watchdog: {limit}",
         f"torch {torch.__version__}, triton {triton.__version__}, hypothesis {hypothesis.__version__}, "
         f"mpmath {mpmath.__version__} ({mpmath.libmp.BACKEND} backend), numpy {numpy.__version__}",
     ]
@@ -132,9 +130,10 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "kernel" in metafunc.fixturenames:
-        backend = metafunc.config.stash[BACKEND].name
+        run = session.session_of(metafunc.config)
+        backend = run.backend.name
         params = []
-        for spec in metafunc.config.stash[KERNELS]:
+        for spec in run.kernels:
             why = spec.skip_reason(backend) if spec.skip_reason else None
             params.append(pytest.param(spec, id=spec.name, marks=[pytest.mark.skip(reason=f"{spec.name}: {why}")]
                                        if why else []))
@@ -143,7 +142,24 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 @pytest.fixture(scope="session")
 def backend(request: pytest.FixtureRequest) -> Backend:
-    return request.config.stash[BACKEND]
+    return session.session_of(request.config).backend
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem):
+    calls.CONTEXT.test, calls.CONTEXT.example, calls.CONTEXT.case = item.nodeid, "", None
+    yield
+    calls.CONTEXT.test = ""
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_handlecrashitem(crashitem: str, report, sched) -> None:
+    """A worker died: if it died inside a kernel call, its breadcrumb says which, on what input."""
+    crumb = calls.read_breadcrumb(session.session_of(report.node.config).calls, report.node.gateway.id)
+    if crumb and crumb.get("state") in ("running", "killed") and crumb.get("test") == crashitem:
+        why = crumb.get("why", "the process died during the call")
+        report.longrepr = f"{report.longrepr}: {why}; the call: {calls.describe_call(crumb)}"
+        report.softmax_replay = crumb.get("replay")
 
 
 @pytest.fixture

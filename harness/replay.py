@@ -7,8 +7,12 @@ operation and case.  A ``module:function`` kernel must be importable, as with
 ``--kernel`` in a run.  The case is read, never evaluated: a literal grammar
 takes the recipes' calls, numbers, strings, tuples and ``torch.<dtype>``, and
 refuses anything else (:func:`parse_case`), so a pasted argument runs no code.
-Exit status: 0 within the derived bound, 1 beyond it or not refused outside the
-kernel's capabilities, 2 on bad arguments (a case outside the grammar among them).
+The kernel runs under the suite's call guard (:mod:`harness.calls`): a kernel
+that changes its input, returns memory it returned before, raises inside its
+capabilities or outlives the watchdog fails here as in a run.  Exit status: 0
+within the derived bound, 1 beyond it, a broken call or a project kernel not
+refusing outside its capabilities (a user's kernel returning numbers there is
+judged), 2 on bad arguments (a case outside the grammar among them).
 """
 
 from __future__ import annotations
@@ -217,15 +221,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default="auto", choices=CHOICES)
     parser.add_argument("--op", default="softmax", choices=("softmax", "masked_softmax", "log_softmax",
                                                             "softmax_fp32_out"))
+    parser.add_argument("--call-timeout", type=float, metavar="SECONDS",
+                        help="the watchdog's limit on the kernel call (default: the suite's for the device; 0: none)")
     parser.add_argument("case", help="the Case(...) the failure printed")
     args = parser.parse_args(argv)
     try:
         backend = activate(args.device)  # before the kernels import triton
         import kernels
 
-        from .judge import OPS, describe_input, judge_softmax, run_kernel
+        from .calls import Breadcrumbs, ContractBroken, Guard, KernelHang, Outputs, Watchdog, guarded
+        from .judge import OPS, describe_input, judge_softmax, run_kernel, unknown_construction
+        from .session import CALL_GRACE, CALL_TIMEOUT
 
-        kernel = kernels.resolve(args.kernel)
+        limit = CALL_TIMEOUT[backend.name] if args.call_timeout is None else args.call_timeout
+        nowhere = Breadcrumbs(None, "replay")
+        guard = Guard(Watchdog(limit or None, min(CALL_GRACE, limit or CALL_GRACE), nowhere), nowhere, Outputs())
+        kernel = guarded(kernels.resolve(args.kernel), guard)
         case = parse_case(args.case)
     except (BackendError, ValueError) as error:
         parser.error(str(error))
@@ -235,14 +246,18 @@ def main(argv: list[str] | None = None) -> int:
     refusal = kernel.capabilities.refusal(x, case.dim)
     try:
         y = run_kernel(kernel, x, case.dim, mask, log=op.log, out_dtype=op.out_dtype)
+    except (ContractBroken, KernelHang) as error:  # it changed its input, reused an output, hung, raised inside
+        print(error)
+        return 1
     except Exception as error:  # noqa: BLE001
-        if refusal is None:
-            raise
         print(f"refused, as it must be outside its capabilities ({refusal}): {type(error).__name__}: {error}")
         return 0
     if refusal is not None:
         print(f"returned numbers for an input outside its declared capabilities: {refusal}")
-        return 1
+        if kernel.clear_refusals:
+            return 1
+        print("judged with the loosest known arithmetic:")
+        kernel = unknown_construction(kernel)
     verdict = judge_softmax(kernel, backend.name, x, case.dim, y, mask=mask, log=op.log, out_dtype=op.out_dtype,
                             replay=command(args.kernel, backend.name, op.name, case))
     print(verdict.explain())

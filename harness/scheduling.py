@@ -22,12 +22,13 @@ started late behind others as long.
 from __future__ import annotations
 
 import json
+import math
 from collections import defaultdict
 from pathlib import Path
 
 import pytest
 
-from .plugin import BACKEND
+from .session import session_of
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -43,7 +44,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def durations_file(config: pytest.Config) -> Path:
     given = config.getoption("test_durations")
-    return Path(given) if given else ROOT / "baselines" / f"{config.stash[BACKEND].name}-durations.json"
+    return Path(given) if given else ROOT / "baselines" / f"{session_of(config).backend.name}-durations.json"
 
 
 def explicit_dist(args: tuple[str, ...]) -> bool:
@@ -65,12 +66,29 @@ class Recorder:
         path.write_text(json.dumps({k: round(v, 2) for k, v in sorted(self.seconds.items())}, indent=0) + "\n")
 
 
-@pytest.hookimpl(tryfirst=True)
+def read_durations(path: Path) -> dict[str, float]:
+    """The durations file (test id -> seconds), none where there is no file; UsageError for one that is not that."""
+    if not path.exists():
+        return {}
+    try:
+        durations = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise pytest.UsageError(f"--test-durations {path}: not readable JSON ({error})") from None
+    if not (isinstance(durations, dict) and all(isinstance(k, str) and isinstance(v, (int, float))
+                                                and not isinstance(v, bool) and math.isfinite(v) and v >= 0
+                                                for k, v in durations.items())):
+        raise pytest.UsageError(f"--test-durations {path}: must map test ids to seconds (finite numbers >= 0)")
+    return durations
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    """After the session is built (harness.plugin's configure is tryfirst), before xdist's (trylast) starts workers."""
     if getattr(config.option, "dist", "no") == "load" and not explicit_dist(config.invocation_params.args):
         config.option.dist = "worksteal"
-    if config.getoption("record_durations") and not hasattr(config, "workerinput"):
-        config.pluginmanager.register(Recorder(config), "softmax-suite-durations")
+    if not hasattr(config, "workerinput"):
+        read_durations(durations_file(config))  # a bad file stops the run here, before any worker
+        if config.getoption("record_durations"):
+            config.pluginmanager.register(Recorder(config), "softmax-suite-durations")
 
 
 def family(nodeid: str) -> str:
@@ -101,5 +119,5 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list) -> None:
     worker = getattr(config, "workerinput", None)
     if worker and not explicit_dist(tuple(worker.get("mainargv", ()))):
         path = durations_file(config)
-        durations = json.loads(path.read_text()) if path.exists() else {}
+        durations = read_durations(path)
         items[:] = dealt(longest_first(items, durations), int(worker["workercount"]))

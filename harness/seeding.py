@@ -9,10 +9,14 @@ soak stored would never be replayed.  The attribute ``@seed`` sets is all ``@giv
 needs: it is set on the test functions at collection and, by
 :func:`harness.soak.timeboxed`, on the bodies that tests define inside themselves.
 
+Which base a run pins (if any) is decided with its profile by :mod:`harness.session`.
+
 A baseline's statistics hold for the inputs they came from.  :func:`draws_fingerprint`
-digests the first cases a pinned test draws on the backend; the baseline keeps it, and the gate judges
-no kernel against a baseline drawn from other inputs (other strategies, another
-Hypothesis, another seeding).
+digests what decides a run's draws (the seeding scheme and base, the profile's
+budget, whether an example database is replayed) and the first cases a pinned
+test draws on the backend; the baseline keeps it, and the gate judges no kernel
+against a baseline drawn from other inputs (other strategies, another
+Hypothesis, another seeding or profile).
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ import zlib
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 
-from .profiles import active_profile
+from .session import GATE_PROFILE, Draws, session_of
 
 SCHEME = "base + crc32(module.qualname), accuracy tests per dtype"  # in the fingerprint: a new scheme draws other inputs
 _base: int | None = None  # this process's base seed, if seeds are pinned
@@ -40,30 +44,18 @@ def pin_seed(test):
     return test
 
 
-def pinned_base(config: pytest.Config) -> int | None:
-    """The base of the seeds tests take: --soak-seed, or 0 in every ci run (and the mutation test's runs, which
-    draw the gate's examples); None leaves Hypothesis's own."""
-    if config.getoption("soak_seed") is not None:
-        return config.getoption("soak_seed")
-    if active_profile(config) in ("ci", "mutation"):
-        return 0
-    return None
+GATE_DRAWS = Draws(GATE_PROFILE, 0, None)  # what every gate and baseline draws
 
 
-def described(config: pytest.Config) -> str:
-    """The run's seeding, for the report's metadata."""
-    base = pinned_base(config)
-    if base is not None:
-        return f"pinned: {base} + crc32(test name)"
-    return config.getoption("hypothesis_seed", None) or ("derandomized" if settings.default.derandomize else "random")
-
-
-def draws_fingerprint(backend: str, examples: int = 40) -> str:
-    """A digest of the first ``examples`` cases a pinned test draws on ``backend`` with the gate's base seed.
+def draws_fingerprint(backend: str, draws: Draws = GATE_DRAWS, examples: int = 40) -> str | None:
+    """A digest of what decides a run's draws and of the first ``examples`` cases a pinned test draws on ``backend``;
+    None when seeds are not pinned (the draws are random: no two runs compare).
 
     The backend's own: each has its size caps (a CUDA baseline taken before its row cap was
     raised flagged torch.softmax, which had not changed, when drawn with the CPU's caps).
     """
+    if draws.seed_base is None:
+        return None
     # Imported here: the kernels import triton, which the backend must first set up.
     from kernels.registry import Capabilities
 
@@ -77,21 +69,17 @@ def draws_fingerprint(backend: str, examples: int = 40) -> str:
     def draw(case):
         drawn.append(repr(case))
 
-    draw._hypothesis_internal_use_seed = seed_of("draws_fingerprint", 0)
+    draw._hypothesis_internal_use_seed = seed_of("draws_fingerprint", draws.seed_base)
     draw()
-    return hashlib.sha256("\n".join([SCHEME, *drawn]).encode()).hexdigest()[:16]
-
-
-def pytest_addoption(parser: pytest.Parser) -> None:
-    group = parser.getgroup("softmax", "softmax accuracy suite")
-    group.addoption("--soak-seed", type=int, metavar="N",
-                    help="base of every Hypothesis test's pinned seed (a soak round's), keeping the example "
-                         "database in use")
+    profile = settings.get_profile(draws.profile)
+    decided = [SCHEME, f"base {draws.seed_base}", f"max_examples {profile.max_examples}",
+               f"phases {sorted(phase.name for phase in profile.phases)}", f"database {draws.database is not None}"]
+    return hashlib.sha256("\n".join([*decided, *drawn]).encode()).hexdigest()[:16]
 
 
 def pytest_configure(config: pytest.Config) -> None:
     global _base
-    _base = pinned_base(config)
+    _base = session_of(config).draws.seed_base
 
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list) -> None:

@@ -50,7 +50,7 @@ from pathlib import Path
 import pytest
 from hypothesis.errors import UnsatisfiedAssumption
 
-from . import payload
+from . import calls, payload
 from .profiles import active_profile
 from .seeding import pin_seed
 
@@ -67,7 +67,8 @@ def in_time_box() -> bool:
 
 
 def timeboxed(test):
-    """The body of a Hypothesis test (place it under ``@given``), ended early by a soak.
+    """The body of a Hypothesis test (place it under ``@given``), ended early by a soak; it tells the kernel-call
+    guard which example runs (:func:`harness.calls.set_example`).
 
     Once the running test's share of a soak is spent, the examples left return at
     once, unless one has failed: its replays and shrinking must run for real.
@@ -79,6 +80,7 @@ def timeboxed(test):
         global _ran, _failed
         if _test_deadline is not None and _ran and not _failed and time.time() >= _test_deadline:
             return None
+        calls.set_example(kwargs)  # for the breadcrumbs and messages of the kernel calls it makes
         try:
             result = test(*args, **kwargs)
         except UnsatisfiedAssumption:

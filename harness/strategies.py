@@ -186,10 +186,12 @@ def layout_of_kind(kind: str, rank: int, dim: int, *, unit_row_stride: bool = Fa
 
 
 @st.composite
-def layouts(draw, rank: int, dim: int, *, unit_row_stride: bool = False) -> Layout:
-    """Layouts of a rank-``rank`` tensor; ``unit_row_stride`` keeps the softmax dim innermost and dense."""
+def layouts(draw, rank: int, dim: int, *, unit_row_stride: bool = False, expandable: bool = True) -> Layout:
+    """Layouts of a rank-``rank`` tensor; ``unit_row_stride`` keeps the softmax dim innermost and dense;
+    ``expandable``: stride-0 dims may be drawn (not for a kernel that writes its result into its input)."""
     order = list(range(rank))
-    kind = draw(st.sampled_from([CONTIGUOUS, "padded", "transposed", "sliced", "offset", "expanded", "mixed"]))
+    kinds = [CONTIGUOUS, "padded", "transposed", "sliced", "offset", "expanded", "mixed"]
+    kind = draw(st.sampled_from(kinds if expandable else [k for k in kinds if k != "expanded"]))
     steps = [1] * rank
     pad = offset = 0
     expanded: list[int] = []
@@ -410,7 +412,8 @@ def cases(draw, capabilities: Capabilities, backend: str, *, dtypes=None, masked
         dim=dim,
         dtype=dtype,
         values=draw(value_classes()),
-        layout=draw(layouts(len(shape), dim, unit_row_stride=capabilities.unit_column_stride)),
+        layout=draw(layouts(len(shape), dim, unit_row_stride=capabilities.unit_column_stride,
+                            expandable=not capabilities.in_place)),
         specials=draw(special_values()) if specials else NO_SPECIALS,
         mask=draw(masks()) if masked else None,
         seed=draw(st.integers(0, 2**32 - 1)),

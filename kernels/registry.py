@@ -72,6 +72,9 @@ class Capabilities:
     ``promises`` names the bitwise invariances (:data:`INVARIANCES`) the kernel
     promises on every device type, ``promises_by_device`` replaces them on the
     device types it names: none is assumed.
+    ``in_place``: the kernel writes its result into ``x`` (and returns it); the
+    suite then hands it a copy of each input.  Any other kernel must leave its
+    inputs bit for bit unchanged (:mod:`harness.calls`).
     """
 
     dtypes: frozenset[torch.dtype] = FLOATING
@@ -87,6 +90,7 @@ class Capabilities:
     empty_rows: bool = True
     promises: frozenset[str] = frozenset()
     promises_by_device: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    in_place: bool = False
 
     def __post_init__(self) -> None:
         invariances(self.promises)
@@ -129,6 +133,9 @@ class Capabilities:
             return ValueError(
                 f"x.size({dim}) = {x.size(dim)} exceeds the row limit of {limit} on {x.device.type} (one block per row)"
             )
+        if self.in_place and any(stride == 0 and n > 1 for n, stride in zip(x.shape, x.stride())):
+            return ValueError(f"x has stride 0 along a dimension (an expanded view, strides {tuple(x.stride())}): "
+                              "a kernel working in place cannot write its result there")
         if self.max_offset is not None and x.numel() and max_offset(x) > self.max_offset:
             return ValueError(
                 f"x reaches element offset {max_offset(x)}; this kernel's offsets stop at {self.max_offset}"

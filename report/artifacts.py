@@ -1,9 +1,20 @@
-"""The accuracy report on disk: accuracy.json, summary.md, PNG plots and an offline index.html."""
+"""The accuracy report on disk: accuracy.json, summary.md, PNG plots and an offline index.html.
+
+The folder is checked when the run starts (:func:`prepare`): a report that
+cannot be written fails the run before any test, not after the whole of it.
+The artifacts an earlier run left there are removed, and placeholders say
+INCOMPLETE until the run's own replace them, so that a run that dies leaves
+no verdict of another behind.  Every file is written to a temporary name and
+renamed into place: a reader never sees half a report, and a symbolic link
+planted under an artifact's name is replaced, never followed.
+"""
 
 from __future__ import annotations
 
 import html
 import json
+import os
+import tempfile
 from pathlib import Path
 
 import matplotlib
@@ -11,13 +22,56 @@ import matplotlib
 matplotlib.use("Agg")  # files only, no display
 import matplotlib.pyplot as plt  # noqa: E402
 
-from harness.replay import PREFIX as REPLAY  # noqa: E402
-
 from . import invariances as invariance_table  # noqa: E402
 from . import league  # noqa: E402
 from .summary import ULP_BUCKETS, shown  # noqa: E402
 
 SCHEMA_VERSION = 1
+PLOTS = ("ulp_histograms.png", "max_ulp_by_row_length.png", "kernel_vs_torch.png")
+ARTIFACTS = ("accuracy.json", "summary.md", "index.html", *PLOTS)
+INCOMPLETE = "INCOMPLETE: this run has not finished, or died before it could write its report"
+
+
+class ReportError(ValueError):
+    """The report folder cannot be written."""
+
+
+def replace_file(path: Path, write) -> Path:
+    """Write ``path`` atomically: ``write(temporary_path)`` fills a temporary file beside it, renamed over it."""
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=path.suffix)
+    os.close(handle)
+    try:
+        write(Path(temporary))
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def write_text(path: Path, text: str) -> Path:
+    return replace_file(path, lambda temporary: temporary.write_text(text, encoding="utf-8"))
+
+
+def prepare(directory: Path, calls: Path | None = None) -> None:
+    """Check that ``directory`` can take a report, remove an earlier run's artifacts, and leave placeholders."""
+    if directory.exists() and not directory.is_dir():
+        raise ReportError(f"--accuracy-report {directory}: not a folder")
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        write_text(directory / ".write-check", "")
+        (directory / ".write-check").unlink()
+        for name in ARTIFACTS:
+            (directory / name).unlink(missing_ok=True)  # a link is removed, not its target
+    except OSError as error:
+        raise ReportError(f"--accuracy-report {directory}: cannot write there ({error})") from None
+    where = f"; the breadcrumbs of the kernel calls in progress are in {calls}" if calls else ""
+    line = INCOMPLETE + where
+    write_text(directory / "summary.md", f"# Softmax accuracy report\n\n**{line}**\n")
+    write_text(directory / "index.html", "<!doctype html><html><head><meta charset='utf-8'><title>Softmax accuracy "
+                                         f"report</title></head><body><p>{html.escape(line)}</p></body></html>\n")
+    write_text(directory / "accuracy.json", json.dumps({"schema_version": SCHEMA_VERSION, "run": {}, "verdict": line,
+                                                        "failures": [], "categories": {}, "records": []}) + "\n")
 COLUMNS = ("category", "records", "elements", "max ULP", "mean ULP", "% correctly rounded", "worst ratio",
            "violations", "NaN/inf", "torch max ULP", "torch mean ULP", "torch % CR")
 
@@ -32,23 +86,25 @@ def category_rows(groups: dict) -> list[tuple]:
     return rows
 
 
-def failure(test: str, when: str, text: str) -> dict:
-    """A failed test for the reports: its id, the first line of what it said, its replay command if any."""
+def failure(test: str, when: str, text: str, replay: str | None = None) -> dict:
+    """A failed test for the reports: its id, the first line of what it said, and the replay command the suite
+    attached to it (never one read from the text, which a kernel's own messages could forge)."""
     lines = [line.strip().removeprefix("E").strip() for line in text.splitlines()]
-    said = [line for line in lines if line.startswith(("AssertionError:", "Failed:")) or "Error:" in line]
-    # The prefix then "python": the printed command, not the traceback's line of source that builds it.
-    replays = [line.split(REPLAY, 1)[1] for line in lines if REPLAY + "python" in line]
-    replay = replays[-1] if replays else None  # the last: the failing example's
-    return {"test": test, "when": when, "headline": (said or [line for line in lines if line] or [""])[0][:400],
-            "replay": replay}
+    lines = [line for line in lines if line and not (line.startswith("[gw") and " -- Python " in line)]  # xdist's
+    said = [line for line in lines if line.startswith(("AssertionError:", "Failed:", "worker ")) or "Error:" in line
+            or "Hang:" in line or "Broken:" in line]
+    return {"test": test, "when": when, "headline": (said or lines or [""])[0][:400], "replay": replay}
 
 
-def verdict(passed: int, failures: list[dict], findings: list, baseline: Path | None) -> str:
+def verdict(passed: int, failures: list[dict], findings: list, baseline: Path | None,
+            interrupted: bool = False) -> str:
     """The report's first line: did the run pass, and what did the gate say."""
     failing = sum(f.fails for f in findings)
     gate = ("no baseline given" if baseline is None else
-            f"{failing} regression(s) against {baseline.name}" if failing else f"no regression against {baseline.name}")
-    word = "FAILED" if failures or failing else "PASSED"
+            f"{failing} regression(s) against {baseline.name}" if failing else
+            "no verdict (the run was interrupted)" if interrupted else f"no regression against {baseline.name}")
+    word = ("FAILED" if failures or failing else "INTERRUPTED" if interrupted else
+            "NOTHING TESTED" if not passed else "PASSED")
     return f"{word}: {passed} test(s) passed, {len(failures)} failed; accuracy gate: {gate}"
 
 
@@ -57,21 +113,22 @@ def slug(text: str) -> str:
 
 
 def write_json(directory: Path, run: dict, verdict_line: str, failures: list[dict], categories: dict,
-               records: list, missing: list, invariances: dict) -> Path:
-    path = directory / "accuracy.json"
+               records: list, missing: list, invariances: dict, outcomes: dict, in_progress: list) -> Path:
     document = {"schema_version": SCHEMA_VERSION, "run": run, "verdict": verdict_line, "failures": failures,
                 "categories": categories, "invariances": invariances, "missing_records": missing,
-                "records": records}
-    path.write_text(json.dumps(document, indent=1, sort_keys=True) + "\n")
-    return path
+                "tests": outcomes, "in_progress": in_progress, "records": records}
+    return write_text(directory / "accuracy.json", json.dumps(document, indent=1, sort_keys=True) + "\n")
 
 
 def write_markdown(directory: Path, run: dict, verdict_line: str, failures: list[dict], categories: dict,
-                   missing: list, gate: list[str], invariances: dict) -> Path:
+                   missing: list, gate: list[str], invariances: dict, in_progress: list) -> Path:
     lines = ["# Softmax accuracy report", "", f"**{verdict_line}**", "",
              f"{run['backend']} on {run['device']}; profile `{run['profile']}`; commit `{run['git_commit']}`; "
              f"{run['started']}", "",
              ", ".join(f"{name} {version}" for name, version in sorted(run["versions"].items())), ""]
+    if in_progress:
+        lines += ["## Kernel calls in progress when the run was interrupted", ""]
+        lines += [f"- {call}" for call in in_progress] + [""]
     if failures:
         lines += ["## Failed tests", ""]
         for f in failures:
@@ -93,9 +150,7 @@ def write_markdown(directory: Path, run: dict, verdict_line: str, failures: list
         lines += ["## Tests without a record", ""] + [f"- `{test}`" for test in missing] + [""]
     if gate:
         lines += ["## Regression gate", "", "```", *gate, "```", ""]
-    path = directory / "summary.md"
-    path.write_text("\n".join(lines))
-    return path
+    return write_text(directory / "summary.md", "\n".join(lines))
 
 
 def plot_histograms(directory: Path, categories: dict) -> Path:
@@ -121,8 +176,7 @@ def plot_histograms(directory: Path, categories: dict) -> Path:
         axis.set_title(f"{dtype}: ULP distance to the correctly rounded result")
         axis.legend(fontsize=8)
     figure.tight_layout()
-    path = directory / "ulp_histograms.png"
-    figure.savefig(path, dpi=110)
+    path = replace_file(directory / "ulp_histograms.png", lambda temporary: figure.savefig(temporary, dpi=110))
     plt.close(figure)
     return path
 
@@ -141,14 +195,13 @@ def plot_scatter(directory: Path, records: list, name: str, x, y, xlabel: str, y
     axis.set(xlabel=xlabel, ylabel=ylabel, title=title)
     axis.legend(fontsize=8)
     figure.tight_layout()
-    path = directory / name
-    figure.savefig(path, dpi=110)
+    path = replace_file(directory / name, lambda temporary: figure.savefig(temporary, dpi=110))
     plt.close(figure)
     return path
 
 
 def write_html(directory: Path, run: dict, verdict_line: str, failures: list[dict], categories: dict,
-               missing: list, gate: list[str], images: list[Path], invariances: dict) -> Path:
+               missing: list, gate: list[str], images: list[Path], invariances: dict, in_progress: list) -> Path:
     esc = html.escape
     parts = [
         "<!doctype html><html><head><meta charset='utf-8'><title>Softmax accuracy report</title>",
@@ -163,6 +216,9 @@ def write_html(directory: Path, run: dict, verdict_line: str, failures: list[dic
         f"commit <code>{esc(str(run['git_commit']))}</code>; {esc(run['started'])}</p>",
         "<p>" + esc(", ".join(f"{n} {v}" for n, v in sorted(run["versions"].items()))) + "</p>",
     ]
+    if in_progress:
+        parts.append("<h2>Kernel calls in progress when the run was interrupted</h2><ul>"
+                     + "".join(f"<li><code>{esc(call)}</code></li>" for call in in_progress) + "</ul>")
     if failures:
         parts.append("<h2 id='failures'>Failed tests</h2><ul>")
         for f in failures:
@@ -172,10 +228,11 @@ def write_html(directory: Path, run: dict, verdict_line: str, failures: list[dic
         parts.append("</ul>")
     for kernel, groups in categories.items():
         parts.append(f"<h2>{esc(kernel)}</h2><table><tr>" + "".join(f"<th>{esc(c)}</th>" for c in COLUMNS) + "</tr>")
-        failed = next((f["test"] for f in failures if f"[{kernel}" in f["test"]), None)
-        for row in category_rows(groups):
+        for key, row in zip(groups, category_rows(groups)):
             cells = [esc(str(cell)) for cell in row]
-            if row[7]:  # violations: the row links to the kernel's failing test
+            if row[7]:  # violations: the row links to the failure of a test that measured this category
+                sources = set(groups[key].get("tests", ()))
+                failed = next((f["test"] for f in failures if f["test"] in sources), None)
                 target = f"#{slug(failed)}" if failed else "#failures"
                 cells[0] = f"<a href='{target}'>{cells[0]}</a>"
             parts.append(f"<tr{' class=bad' if row[7] else ''}>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
@@ -196,14 +253,13 @@ def write_html(directory: Path, run: dict, verdict_line: str, failures: list[dic
         parts.append("<h2>Regression gate</h2><pre>" + esc("\n".join(gate)) + "</pre>")
     parts.append("<h2>Plots</h2>" + "".join(f"<p><img src='{esc(p.name)}' alt='{esc(p.stem)}'></p>" for p in images))
     parts.append("</body></html>")
-    path = directory / "index.html"
-    path.write_text("\n".join(parts))
-    return path
+    return write_text(directory / "index.html", "\n".join(parts))
 
 
 def write_all(directory: Path, run: dict, verdict_line: str, failures: list[dict], categories: dict, records: list,
-              missing: list, gate: list[str], invariances: dict) -> list[Path]:
-    directory.mkdir(parents=True, exist_ok=True)
+              missing: list, gate: list[str], invariances: dict, outcomes: dict | None = None,
+              in_progress: list | None = None) -> list[Path]:
+    in_progress = in_progress or []
     images = []
     if records:
         images = [
@@ -215,7 +271,9 @@ def write_all(directory: Path, run: dict, verdict_line: str, failures: list[dict
                          lambda r: r["kernel_errors"]["max_ulp"], "torch.softmax max ULP (same input)",
                          "kernel max ULP", "Kernel against torch, per input", diagonal=True),
         ]
-    return [write_json(directory, run, verdict_line, failures, categories, records, missing, invariances),
-            write_markdown(directory, run, verdict_line, failures, categories, missing, gate, invariances),
+    return [write_json(directory, run, verdict_line, failures, categories, records, missing, invariances,
+                       outcomes or {}, in_progress),
+            write_markdown(directory, run, verdict_line, failures, categories, missing, gate, invariances, in_progress),
             *images,
-            write_html(directory, run, verdict_line, failures, categories, missing, gate, images, invariances)]
+            write_html(directory, run, verdict_line, failures, categories, missing, gate, images, invariances,
+                       in_progress)]

@@ -1,27 +1,39 @@
 """The regression gate: this run's categories against a committed baseline.
 
 A baseline holds, per kernel and category, the max and mean ULP distance of a
-derandomised run on one backend, and the Hypothesis profile that run used (a
-gated run loads the same profile, so it draws the same inputs).  A category
-fails the gate when its max ULP grows by more than max(1 ULP, 10 %), its mean
-ULP by more than max(0.05 ULP, 10 %), or it disappears from a kernel that
-ran.  The slack absorbs CPUs whose vector math differs (numpy's exp on AVX2
-and AVX-512, say); on one machine two derandomised runs agree exactly.
-A baseline also keeps, per kernel, which bitwise invariances held
-(``report.invariances``): a kernel that loses one fails the gate, promised or not.
+run drawing the gate's inputs (profile ``ci``, pinned seeds) on one backend,
+and the tests that measured each category (its *sources*).  A category fails
+the gate when its max ULP grows by more than max(1 ULP, 10 %), its mean ULP by
+more than max(0.05 ULP, 10 %), or it disappears: a source test ran and the
+category was not measured (the test crashed, failed early, or the kernel no
+longer declares that input).  A category none of whose sources ran (a subset
+run, ``-k``, another ``--kernel``) is *not run*: named, not judged.  The slack
+absorbs CPUs whose vector math differs (numpy's exp on AVX2 and AVX-512, say);
+on one machine two runs drawing the same inputs agree exactly.  A baseline
+also keeps, per kernel, which bitwise invariances held
+(``report.invariances``), with their sources: a kernel that loses one fails
+the gate, promised or not.
 
-A missing, unreadable or malformed baseline is an error, never a pass.
+A missing, unreadable or malformed baseline is an error, never a pass: every
+metric a finite number, every kernel gating something, a draws fingerprint.
+``--update-baseline`` merges a run into the file (:func:`merge`): what the run
+did not measure stays, unless the run prunes it.
 """
 
 from __future__ import annotations
 
 import json
+import math
+import os
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+PROFILE = "ci"  # the Hypothesis profile of every baseline (harness.session.GATE_PROFILE)
 SLACK = {"max_ulp": (1.0, 0.10), "mean_ulp": (0.05, 0.10)}  # metric -> (absolute, relative)
 SHOWN = ".4g"  # how the tables show a metric: a change below it is no finding
+FAILING = ("regressed", "disappeared", "lost")
 
 
 class BaselineError(ValueError):
@@ -32,45 +44,86 @@ def default_path(backend: str) -> Path:
     return Path(__file__).resolve().parents[1] / "baselines" / f"{backend}.json"
 
 
-def load(path: Path, backend: str) -> dict:
-    """Read and validate a baseline for ``backend``."""
+def source_id(nodeid: str) -> str:
+    """A test's id as a baseline names it: xdist's ``--dist loadgroup`` appends ``@group`` to node ids."""
+    return nodeid.split("@", 1)[0]
+
+
+def read(path: Path) -> dict:
+    """The JSON object in ``path``; BaselineError saying why not."""
     try:
-        data = json.loads(Path(path).read_text())
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise BaselineError(f"no baseline at {path}; create one with --update-baseline") from None
-    except (OSError, json.JSONDecodeError) as error:
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
         raise BaselineError(f"baseline {path} is not readable JSON: {error}") from None
-    problems = []
     if not isinstance(data, dict):
         raise BaselineError(f"baseline {path} must hold a JSON object")
+    return data
+
+
+def finite_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
+
+
+def test_list(value) -> bool:
+    return isinstance(value, list) and bool(value) and all(isinstance(test, str) for test in value)
+
+
+def problems_of(data: dict, backend: str) -> list[str]:
+    """What makes ``data`` unusable as a baseline for ``backend``."""
+    problems = []
     if data.get("schema_version") != SCHEMA_VERSION:
         problems.append(f"schema_version {data.get('schema_version')!r}, expected {SCHEMA_VERSION}")
     if data.get("backend") != backend:
         problems.append(f"made on backend {data.get('backend')!r}, this run is on {backend!r}")
-    if not isinstance(data.get("profile"), str):
-        problems.append("no Hypothesis profile")
-    kernels = data.get("kernels")
-    if not isinstance(kernels, dict) or not kernels:
-        problems.append("no kernels")
-    else:
-        for kernel, groups in kernels.items():
-            if not isinstance(groups, dict):
-                problems.append(f"{kernel}: categories must be a JSON object")
-                continue
-            for key, stats in groups.items():
-                if not (isinstance(stats, dict) and all(isinstance(stats.get(m), (int, float)) for m in SLACK)):
-                    problems.append(f"{kernel} / {key}: needs numbers for {', '.join(SLACK)}")
-    held = data.get("invariances", {})
+    if data.get("profile") != PROFILE:
+        problems.append(f"made with Hypothesis profile {data.get('profile')!r}, not {PROFILE!r}")
+    if not (isinstance(data.get("draws"), str) and data["draws"]):
+        problems.append("no draws fingerprint (what inputs its statistics came from)")
+    kernels, held, sources = data.get("kernels"), data.get("invariances", {}), data.get("invariance_tests", {})
     if not (isinstance(held, dict) and all(isinstance(cells, dict) and all(isinstance(v, bool) for v in cells.values())
                                            for cells in held.values())):
         problems.append("invariances must map kernel -> invariance -> true/false")
+        held = {}
+    if not (isinstance(sources, dict) and all(isinstance(cells, dict) and all(test_list(v) for v in cells.values())
+                                              for cells in sources.values())):
+        problems.append("invariance_tests must map kernel -> invariance -> [test ids]")
+        sources = {}
+    for kernel, cells in held.items():
+        missing = sorted(set(cells) - set(sources.get(kernel, {})))
+        if missing:
+            problems.append(f"{kernel}: invariance(s) {', '.join(missing)} without the tests that measured them")
+    if not isinstance(kernels, dict) or not (kernels or held):
+        problems.append("no kernels: it gates nothing")
+        return problems
+    for kernel, groups in kernels.items():
+        if not isinstance(groups, dict):
+            problems.append(f"{kernel}: categories must be a JSON object")
+            continue
+        if not groups and not held.get(kernel):
+            problems.append(f"{kernel}: no category and no invariance: it gates nothing")
+        for key, stats in groups.items():
+            if not (isinstance(stats, dict) and all(finite_number(stats.get(m)) for m in SLACK)):
+                problems.append(f"{kernel} / {key}: needs finite numbers >= 0 for {', '.join(SLACK)}")
+            elif not (isinstance(stats.get("records"), int) and stats["records"] > 0 and test_list(stats.get("tests"))):
+                problems.append(f"{kernel} / {key}: needs a positive count of records and the tests that measured it")
+    return problems
+
+
+def load(path: Path, backend: str) -> dict:
+    """Read and validate a baseline for ``backend``."""
+    data = read(path)
+    problems = problems_of(data, backend)
     if problems:
         raise BaselineError(f"baseline {path} is malformed: " + "; ".join(problems))
     return data
 
 
-def build(categories: dict, *, backend: str, profile: str, run: dict, invariances: dict | None = None) -> dict:
+def build(categories: dict, *, backend: str, profile: str, run: dict, invariances: dict | None = None,
+          invariance_tests: dict | None = None) -> dict:
     """A baseline from this run's categories (kernel -> category -> statistics) and invariances held."""
+    held = invariances or {}
     return {
         "schema_version": SCHEMA_VERSION,
         "backend": backend,
@@ -80,17 +133,66 @@ def build(categories: dict, *, backend: str, profile: str, run: dict, invariance
         "draws": run.get("draws"),
         "made_by": {key: run.get(key) for key in ("git_commit", "versions", "started")},
         "kernels": {
-            kernel: {key: {metric: stats["kernel"][metric] or 0.0 for metric in SLACK} | {"records": stats["records"]}
-                     for key, stats in groups.items()}
-            for kernel, groups in categories.items()
+            kernel: {key: {metric: stats["kernel"][metric] or 0.0 for metric in SLACK}
+                     | {"records": stats["records"], "tests": stats.get("tests", [])}
+                     for key, stats in categories.get(kernel, {}).items()}
+            for kernel in sorted(set(categories) | set(held))
         },
-        "invariances": invariances or {},
+        "invariances": held,
+        "invariance_tests": invariance_tests or {},
     }
 
 
+def merge(old: dict | None, new: dict, ran: set[str], *, prune: bool) -> tuple[dict, list[str]]:
+    """``new`` (this run's baseline) merged into ``old``, and notes on what happened.
+
+    A category or invariance of ``old`` whose sources ran in this run is replaced by this run's
+    measurement (or dropped: the run measured it no more); the others stay, unless ``prune``.  An
+    ``old`` drawn from other inputs, made on another machine kind or unreadable is replaced whole.
+    """
+    if old is None:
+        return new, []
+    stale = [what for what, key in (("other draws", "draws"), ("another CPU instruction set", "cpu_capability"))
+             if old.get(key) != new.get(key)]
+    if stale:
+        return new, [f"the existing baseline came from {' and '.join(stale)}: replaced whole, not merged"]
+    merged = json.loads(json.dumps(new))  # a deep copy
+    kept = dropped = 0
+    for kernel, groups in old["kernels"].items():
+        for key, stats in groups.items():
+            if key in merged["kernels"].get(kernel, {}) or any(source_id(t) in ran for t in stats["tests"]):
+                continue
+            if prune:
+                dropped += 1
+            else:
+                merged["kernels"].setdefault(kernel, {})[key] = stats
+                kept += 1
+    for kernel, cells in old.get("invariances", {}).items():
+        for name, holds in cells.items():
+            tests = old["invariance_tests"][kernel][name]
+            if name in merged["invariances"].get(kernel, {}) or any(source_id(t) in ran for t in tests):
+                continue
+            if prune:
+                dropped += 1
+            else:
+                merged["invariances"].setdefault(kernel, {})[name] = holds
+                merged["invariance_tests"].setdefault(kernel, {})[name] = tests
+                merged["kernels"].setdefault(kernel, {})
+                kept += 1
+    merged["kernels"] = dict(sorted(merged["kernels"].items()))
+    notes = [f"kept {kept} categorie(s) or invariance(s) this run did not measure"] if kept else []
+    notes += [f"pruned {dropped} categorie(s) or invariance(s) this run did not measure"] if dropped else []
+    return merged, notes
+
+
 def write(path: Path, baseline: dict) -> None:
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    Path(path).write_text(json.dumps(baseline, indent=1, sort_keys=True) + "\n")
+    """Write atomically: a reader (another run's gate) never sees half a baseline."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    with os.fdopen(handle, "w", encoding="utf-8") as out:
+        out.write(json.dumps(baseline, indent=1, sort_keys=True) + "\n")
+    os.replace(temporary, path)
 
 
 def other_draws(reference: dict, run: dict) -> str | None:
@@ -102,7 +204,8 @@ def other_draws(reference: dict, run: dict) -> str | None:
     if made == now:
         return None
     return (f"the suite draws other inputs than the baseline's (fingerprint {made} there, {now} here: other "
-            "strategies, Hypothesis version or seeding); remake the baseline with --update-baseline")
+            f"strategies, Hypothesis version, seeding or example database; this run: {run.get('seed')}); "
+            "remake the baseline with --update-baseline")
 
 
 def machine_bound(reference: dict, run: dict) -> dict[str, str]:
@@ -125,11 +228,11 @@ class Finding:
     metric: str
     baseline: float | None
     now: float | None
-    verdict: str  # "regressed", "disappeared", "lost", "improved", "new", "gained", "not gated"
+    verdict: str  # "regressed", "disappeared", "lost", "improved", "new", "gained", "not gated", "not run"
 
     @property
     def fails(self) -> bool:
-        return self.verdict in ("regressed", "disappeared", "lost")
+        return self.verdict in FAILING
 
 
 def allowed(metric: str, old: float) -> float:
@@ -137,11 +240,20 @@ def allowed(metric: str, old: float) -> float:
     return old + max(absolute, relative * old)
 
 
-def compare(baseline_kernels: dict, categories: dict) -> list[Finding]:
-    """Findings for every kernel that ran; kernels of the baseline that did not run are not judged,
-    and a kernel the baseline does not hold is named as not gated."""
+def ran_any(tests, ran: set[str] | None) -> bool:
+    """Whether a source of a category ran (``ran`` None: every test ran, as when comparing whole reports)."""
+    return ran is None or any(source_id(test) in ran for test in tests or ())
+
+
+def compare(baseline_kernels: dict, categories: dict, ran: set[str] | None = None) -> list[Finding]:
+    """Findings for every category of the baseline whose sources ran, and every kernel this run measured.
+
+    ``ran``: the tests this run ran (None: all of them).  A baseline category none of whose sources
+    ran is not run; a kernel the baseline does not hold is named as not gated.
+    """
     findings = []
-    for kernel, now_groups in categories.items():
+    for kernel in sorted(set(baseline_kernels) | set(categories)):
+        now_groups = categories.get(kernel, {})
         if kernel not in baseline_kernels:
             records = sum(group["records"] for group in now_groups.values())
             findings.append(Finding(kernel, "all categories", "records", None, records, "not gated"))
@@ -149,7 +261,8 @@ def compare(baseline_kernels: dict, categories: dict) -> list[Finding]:
         old_groups = baseline_kernels[kernel]
         for key, old in sorted(old_groups.items()):
             if key not in now_groups:
-                findings.append(Finding(kernel, key, "records", old.get("records"), None, "disappeared"))
+                verdict = "disappeared" if ran_any(old.get("tests"), ran) else "not run"
+                findings.append(Finding(kernel, key, "records", old.get("records"), None, verdict))
                 continue
             for metric in SLACK:
                 value = now_groups[key]["kernel"][metric] or 0.0  # None: the category holds no element
@@ -169,28 +282,46 @@ def vanished(baseline_kernels: dict, categories: dict) -> list[Finding]:
             for kernel, groups in sorted(baseline_kernels.items()) if kernel not in categories]
 
 
-def compare_invariances(baseline_held: dict, held: dict) -> list[Finding]:
-    """An invariance that held in the baseline and broke now is lost; one broken there that holds now, gained.
-    Only what this run measured is judged."""
+def compare_invariances(baseline_held: dict, held: dict, sources: dict | None = None,
+                        ran: set[str] | None = None) -> list[Finding]:
+    """An invariance that held in the baseline and broke now is lost; one broken there that holds now, gained;
+    one whose measuring tests ran and measured nothing (they crashed) disappeared."""
     findings = []
-    for kernel, now in sorted(held.items()):
-        for name, holds in sorted(now.items()):
-            before = baseline_held.get(kernel, {}).get(name)
-            if before is True and not holds:
+    for kernel in sorted(set(baseline_held) | set(held)):
+        before, now = baseline_held.get(kernel, {}), held.get(kernel, {})
+        for name in sorted(set(before) | set(now)):
+            if name not in now:
+                tests = (sources or {}).get(kernel, {}).get(name)
+                if ran is not None and tests and ran_any(tests, ran):
+                    findings.append(Finding(kernel, f"invariance: {name}", "held", None, None, "disappeared"))
+                continue
+            if before.get(name) is True and not now[name]:
                 findings.append(Finding(kernel, f"invariance: {name}", "held", None, None, "lost"))
-            elif before is False and holds:
+            elif before.get(name) is False and now[name]:
                 findings.append(Finding(kernel, f"invariance: {name}", "held", None, None, "gained"))
     return findings
 
 
 def table(findings: list[Finding], *, only_failures: bool) -> list[str]:
-    """Aligned text rows: kernel, category, metric, baseline, the most the gate allows, now, verdict."""
+    """Aligned text rows: kernel, category, metric, baseline, the most the gate allows, now, verdict.
+    Failing rows first."""
+    chosen = sorted((f for f in findings if f.fails or not only_failures and f.verdict != "not run"),
+                    key=lambda f: not f.fails)
     rows = [("kernel", "category", "metric", "baseline", "allowed", "now", "verdict")]
     rows += [(f.kernel, f.category, f.metric, "-" if f.baseline is None else f"{f.baseline:{SHOWN}}",
               f"{allowed(f.metric, f.baseline):{SHOWN}}" if f.metric in SLACK and f.baseline is not None else "-",
               "-" if f.now is None else f"{f.now:{SHOWN}}", f.verdict)
-             for f in findings if f.fails or not only_failures]
+             for f in chosen]
     return aligned(rows) if len(rows) > 1 else []
+
+
+def not_run(findings: list[Finding]) -> dict[str, int]:
+    """Per kernel, how many of its baseline categories this run did not run."""
+    counts: dict[str, int] = {}
+    for f in findings:
+        if f.verdict == "not run":
+            counts[f.kernel] = counts.get(f.kernel, 0) + 1
+    return counts
 
 
 def aligned(rows: list[tuple[str, ...]]) -> list[str]:

@@ -1,7 +1,7 @@
 """The table kernel x bitwise invariance: held, broken, promised or not.
 
 Tests report one entry per invariance they measured (:mod:`harness.invariance`):
-``{"kernel", "property", "promised", "held", "counterexample"}``.  Several tests
+``{"kernel", "property", "promised", "held", "counterexample", "test"}``.  Several tests
 may measure the same invariance (batch invariance at several batch sizes); the
 invariance held only if it held in all of them.  A broken promise has already
 failed its test; the table shows the rest, and the baseline remembers what held
@@ -12,16 +12,20 @@ from __future__ import annotations
 
 from harness.invariance import INVARIANCE  # noqa: F401  (the payload kind, read by report.plugin)
 
+from .baseline import source_id
+
 
 def combine(entries: list[dict]) -> dict[str, dict[str, dict]]:
-    """kernel -> invariance -> {promised, held, counterexample}, whatever order the entries came in."""
+    """kernel -> invariance -> {promised, held, counterexample, tests}, whatever order the entries came in."""
     table: dict[str, dict[str, dict]] = {}
     for entry in sorted(entries, key=lambda e: (e["kernel"], e["property"], e["counterexample"] or "")):
         cell = table.setdefault(entry["kernel"], {}).setdefault(
-            entry["property"], {"promised": False, "held": True, "counterexample": None})
+            entry["property"], {"promised": False, "held": True, "counterexample": None, "tests": []})
         cell["promised"] |= entry["promised"]
         cell["held"] &= entry["held"]
         cell["counterexample"] = cell["counterexample"] or entry["counterexample"]
+        test = source_id(entry.get("test", ""))
+        cell["tests"] = sorted(set(cell.get("tests", [])) | ({test} if test else set()))
     return table
 
 
@@ -58,3 +62,8 @@ def counterexamples(table: dict[str, dict[str, dict]]) -> list[str]:
 def held(table: dict[str, dict[str, dict]]) -> dict[str, dict[str, bool]]:
     """What a baseline keeps: kernel -> invariance -> held."""
     return {kernel: {name: cell["held"] for name, cell in cells.items()} for kernel, cells in table.items()}
+
+
+def sources(table: dict[str, dict[str, dict]]) -> dict[str, dict[str, list[str]]]:
+    """kernel -> invariance -> the tests that measured it (a baseline keeps them beside what held)."""
+    return {kernel: {name: cell.get("tests", []) for name, cell in cells.items()} for kernel, cells in table.items()}

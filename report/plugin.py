@@ -5,12 +5,14 @@
   controller.
 * ``pytest_runtest_makereport``: marks the setup report of every test that
   takes the fixture, so the controller knows which records to expect even when
-  a worker dies mid-test.
-* ``pytest_configure``: validates ``--accuracy-baseline`` early, loads the
-  baseline's Hypothesis profile, and registers the controller's
-  :class:`Gatherer`, which gathers records, writes ``--accuracy-report DIR``,
-  runs the gate (a failing gate fails the run) or ``--update-baseline``, and
-  prints the table per kernel and category.
+  a worker dies mid-test; and gives a failed report the replay command its
+  exception carries (a structured field: reports never scrape commands from
+  failure text, which a kernel's own messages could forge).
+* ``pytest_configure``: reads the run's settings (:mod:`harness.session`),
+  refuses an unusable baseline or report folder before any test runs, and
+  registers the controller's :class:`Gatherer`, which gathers records, writes
+  ``--accuracy-report DIR``, runs the gate (a failing gate fails the run) or
+  ``--update-baseline``, and prints the table per kernel and category.
 """
 
 from __future__ import annotations
@@ -21,67 +23,41 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from hypothesis import settings
 
-from harness import payload, seeding
-from harness.plugin import BACKEND
-from harness.profiles import active_profile
+from harness import calls, payload, seeding
+from harness.session import session_of
 
 from . import artifacts, baseline, invariances
-from .summary import shown
-from .summary import categorize
+from .summary import categorize, shown
 
 RECORDS = "records"
 EXPECTS = "softmax_expects_records"
-
-
-def pytest_addoption(parser: pytest.Parser) -> None:
-    group = parser.getgroup("softmax", "softmax accuracy suite")
-    group.addoption("--accuracy-report", metavar="DIR", help="write accuracy.json, summary.md, plots, index.html")
-    group.addoption("--accuracy-baseline", metavar="FILE|auto",
-                    help="fail when a category's accuracy regresses against this baseline "
-                         "('auto': baselines/<backend>.json); the run uses the baseline's Hypothesis profile")
-    group.addoption("--update-baseline", action="store_true",
-                    help="write this run's categories to the --accuracy-baseline file instead of gating")
-    group.addoption("--require-baseline", action="store_true",
-                    help="fail the gate for a kernel the baseline does not hold (default: named, not gated)")
+REPLAY = "softmax_replay"  # the report attribute holding a failure's replay command
 
 
 def is_controller(config: pytest.Config) -> bool:
     return not hasattr(config, "workerinput")
 
 
-def baseline_path(config: pytest.Config) -> Path | None:
-    option = config.getoption("accuracy_baseline")
-    if option is None:
-        return None
-    return baseline.default_path(config.stash[BACKEND].name) if option == "auto" else Path(option)
-
-
 def pytest_configure(config: pytest.Config) -> None:
-    if is_controller(config):
-        config.pluginmanager.register(Gatherer(config), "softmax-accuracy-gatherer")
-    path = baseline_path(config)
-    if config.getoption("update_baseline"):
-        if path is None:
-            raise pytest.UsageError("--update-baseline needs --accuracy-baseline FILE|auto")
-        reproducible = (seeding.pinned_base(config) is not None or config.getoption("hypothesis_seed") is not None
-                        or settings.get_profile(active_profile(config)).derandomize)
-        if not reproducible:
-            raise pytest.UsageError("a baseline must come from a run that draws the same inputs every time: "
-                                    "add --hypothesis-profile ci")
+    if not is_controller(config):
         return
-    if path is None:
-        return
+    run = session_of(config)
+    reference = None
     try:
-        reference = baseline.load(path, config.stash[BACKEND].name)
-    except baseline.BaselineError as error:
+        if run.gate is not None and not run.gate.update:
+            reference = baseline.load(run.gate.path, run.backend.name)
+        elif run.gate is not None and run.gate.path.exists():
+            existing = baseline.read(run.gate.path)  # merged into at the end: it must be readable now
+            problems = baseline.problems_of(existing, run.backend.name)
+            if problems and existing.get("schema_version") == baseline.SCHEMA_VERSION:
+                raise baseline.BaselineError(f"baseline {run.gate.path} is malformed: {'; '.join(problems)}; "
+                                             "fix it or delete it before updating it")
+        if run.report is not None:
+            artifacts.prepare(run.report, run.calls)
+    except (baseline.BaselineError, artifacts.ReportError) as error:
         raise pytest.UsageError(str(error)) from None
-    chosen = config.getoption("hypothesis_profile")
-    if chosen is not None and chosen != reference["profile"]:
-        raise pytest.UsageError(f"the baseline was made with Hypothesis profile {reference['profile']!r}; "
-                                f"this run asks for {chosen!r}: their statistics are not comparable")
-    settings.load_profile(reference["profile"])
+    config.pluginmanager.register(Gatherer(config, reference), "softmax-accuracy-gatherer")
 
 
 @pytest.fixture
@@ -95,12 +71,30 @@ def accuracy_record(request: pytest.FixtureRequest):
     return keep
 
 
+def replay_of(error: BaseException | None) -> str | None:
+    """The replay command a failure's exception carries (the suite's own exceptions set ``replay``), if any."""
+    seen = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        if getattr(error, "replay", None):
+            return error.replay
+        inner = getattr(error, "exceptions", None)  # an exception group: Hypothesis's several distinct failures
+        if inner:
+            return next((found for e in inner if (found := replay_of(e))), None)
+        error = error.__cause__ or error.__context__
+    return None
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     outcome = yield
     report = outcome.get_result()
     if report.when == "setup":
         setattr(report, EXPECTS, "accuracy_record" in getattr(item, "fixturenames", ()))
+    if report.failed and call.excinfo is not None:
+        replay = replay_of(call.excinfo.value)
+        if replay:
+            setattr(report, REPLAY, replay)
 
 
 def run_metadata(config: pytest.Config) -> dict:
@@ -110,15 +104,15 @@ def run_metadata(config: pytest.Config) -> dict:
     import torch
     import triton
 
-    backend = config.stash[BACKEND]
+    run = session_of(config)
     return {
-        "backend": backend.name,
-        "device": backend.device_name,
+        "backend": run.backend.name,
+        "device": run.backend.device_name,
         # ATen's CPU kernels differ by instruction set (AVX2, AVX512): torch's CPU numbers with them.
         "cpu_capability": torch.backends.cpu.get_cpu_capability(),
-        "profile": active_profile(config),
-        "seed": seeding.described(config),
-        "draws": seeding.draws_fingerprint(backend.name),
+        "profile": run.draws.profile,
+        "seed": run.draws.describe(),
+        "draws": seeding.draws_fingerprint(run.backend.name, run.draws),
         "git_commit": git_commit(config.rootpath),
         "started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "versions": {"python": platform.python_version(), "torch": torch.__version__, "triton": triton.__version__,
@@ -141,21 +135,27 @@ def git_commit(root: Path) -> str:
 class Gatherer:
     """The controller's side: gathers records and turns them into the report and the verdict."""
 
-    def __init__(self, config: pytest.Config) -> None:
+    def __init__(self, config: pytest.Config, reference: dict | None = None) -> None:
         self.config = config
+        self.reference = reference  # the baseline gated against
         self.records: list[dict] = []
         self.expected: set[str] = set()
         self.recorded: set[str] = set()
         self.skipped: set[str] = set()
+        self.ran: set[str] = set()  # tests with a report: they ran, or began to
+        self.outcomes: dict[str, str] = {}
         self.categories: dict = {}
         self.invariance_entries: list[dict] = []
-        self.invariances: dict = {}  # kernel -> invariance -> {promised, held, counterexample}
+        self.invariances: dict = {}  # kernel -> invariance -> {promised, held, counterexample, tests}
         self.findings: list[baseline.Finding] = []
         self.unjudged: dict[str, str] = {}  # kernel -> why the gate cannot judge it on this machine
         self.written: list[Path] = []
         self.failures: list[dict] = []  # test, headline, replay command
         self.passed = 0
+        self.interrupted = False
+        self.in_progress: list[str] = []  # kernel calls running when the run was interrupted
         self.baseline_written: Path | None = None
+        self.baseline_notes: list[str] = []
 
     @property
     def measured(self) -> set[str]:
@@ -167,6 +167,7 @@ class Gatherer:
         return sorted(self.expected - self.recorded - self.skipped)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        self.ran.add(baseline.source_id(report.nodeid))
         if report.when == "setup" and getattr(report, EXPECTS, False):
             self.expected.add(report.nodeid)
         self.invariance_entries.extend(payload.of(report, invariances.INVARIANCE))
@@ -176,47 +177,72 @@ class Gatherer:
             self.records.extend(records)
         if report.skipped:
             self.skipped.add(report.nodeid)
+            self.outcomes.setdefault(report.nodeid, "skipped")
         if report.failed:
-            self.failures.append(artifacts.failure(report.nodeid, report.when, report.longreprtext))
+            self.failures.append(artifacts.failure(report.nodeid, report.when, report.longreprtext,
+                                                   getattr(report, REPLAY, None)))
+            self.outcomes[report.nodeid] = "failed"
         elif report.when == "call" and report.passed:  # not a skip or an expected failure inside the test
             self.passed += 1
+            self.outcomes.setdefault(report.nodeid, "passed")
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
-        config = self.config
+        config, run = self.config, session_of(self.config)
+        self.interrupted = exitstatus == pytest.ExitCode.INTERRUPTED
+        if self.interrupted:
+            self.in_progress = calls.in_progress(run.calls)
         self.records.sort(key=lambda r: (r["test"], r["example"]))
         self.categories = categorize(self.records)
         self.invariances = invariances.combine(self.invariance_entries)
         held = invariances.held(self.invariances)
-        path = baseline_path(config)
-        directory = config.getoption("accuracy_report")
-        run = run_metadata(config) if (path or directory) else {}
-        if path is not None and config.getoption("update_baseline"):
-            built = baseline.build(self.categories, backend=run["backend"], profile=run["profile"], run=run,
-                                   invariances=held)
-            baseline.write(path, built)
-            self.baseline_written = path
-        elif path is not None and self.measured:
-            reference = baseline.load(path, run["backend"])
-            stale = baseline.other_draws(reference, run)
-            unjudged = dict.fromkeys(self.measured, stale) if stale else baseline.machine_bound(reference, run)
-            self.unjudged = {kernel: why for kernel, why in unjudged.items() if kernel in self.measured}
-            judged = {kernel: groups for kernel, groups in self.categories.items() if kernel not in self.unjudged}
-            self.findings = baseline.compare(reference["kernels"], judged)
-            self.findings += baseline.compare_invariances(
-                reference.get("invariances", {}), {k: v for k, v in held.items() if k not in self.unjudged})
-            strict = config.getoption("require_baseline")
-            if any(f.fails or strict and f.verdict == "not gated" for f in self.findings) \
+        metadata = run_metadata(config) if (run.gate or run.report) else {}
+        if run.gate is not None and run.gate.update:
+            self.update_baseline(run.gate, metadata, held)
+        elif run.gate is not None:
+            self.judge(metadata, held)
+            if any(f.fails or run.gate.require and f.verdict == "not gated" for f in self.findings) \
                     and session.exitstatus == pytest.ExitCode.OK:
                 session.exitstatus = pytest.ExitCode.TESTS_FAILED
-        if directory:
+        if run.report is not None:
             gate = baseline.table(self.findings, only_failures=False)
-            gated = None if config.getoption("update_baseline") else path
-            verdict = artifacts.verdict(self.passed, self.failures, self.findings, gated)
-            self.written += artifacts.write_all(Path(directory), run, verdict, self.failures, self.categories,
-                                                self.records, self.missing, gate, self.invariances)
+            gated = None if run.gate is None or run.gate.update else run.gate.path
+            verdict = artifacts.verdict(self.passed, self.failures, self.findings, gated, self.interrupted)
+            self.written += artifacts.write_all(run.report, metadata, verdict, self.failures, self.categories,
+                                                self.records, self.missing, gate, self.invariances,
+                                                self.outcomes, self.in_progress)
+
+    def judge(self, metadata: dict, held: dict) -> None:
+        reference = self.reference
+        stale = baseline.other_draws(reference, metadata)
+        kernels = set(reference["kernels"]) | self.measured
+        unjudged = dict.fromkeys(kernels, stale) if stale else baseline.machine_bound(reference, metadata)
+        self.unjudged = {kernel: why for kernel, why in unjudged.items() if kernel in kernels}
+        judged = {k: groups for k, groups in reference["kernels"].items() if k not in self.unjudged}
+        self.findings = baseline.compare(judged, {k: v for k, v in self.categories.items() if k not in self.unjudged},
+                                         self.ran)
+        self.findings += baseline.compare_invariances(
+            {k: v for k, v in reference.get("invariances", {}).items() if k not in self.unjudged},
+            {k: v for k, v in held.items() if k not in self.unjudged}, reference.get("invariance_tests"), self.ran)
+
+    def update_baseline(self, gate, metadata: dict, held: dict) -> None:
+        if self.interrupted:
+            self.baseline_notes.append(f"not written: the run was interrupted ({gate.path} unchanged)")
+            return
+        built = baseline.build(self.categories, backend=metadata["backend"], profile=metadata["profile"],
+                               run=metadata, invariances=held, invariance_tests=invariances.sources(self.invariances))
+        existing = None
+        if gate.path.exists():
+            existing = baseline.read(gate.path)
+            if baseline.problems_of(existing, metadata["backend"]):
+                self.baseline_notes.append("the existing file is of another schema or backend: replaced whole")
+                existing = None
+        merged, notes = baseline.merge(existing, built, self.ran, prune=gate.prune)
+        baseline.write(gate.path, merged)
+        self.baseline_written, self.baseline_notes = gate.path, self.baseline_notes + notes
 
     def pytest_terminal_summary(self, terminalreporter, exitstatus: int, config: pytest.Config) -> None:
         write = terminalreporter.write_line
+        run = session_of(config)
         if self.categories:
             terminalreporter.write_sep("-", "accuracy per kernel and category (ULP to the correctly rounded result)")
             width = max(len("kernel"), *map(len, self.categories))
@@ -237,23 +263,43 @@ class Gatherer:
             terminalreporter.write_sep("-", f"{len(self.missing)} test(s) expected to record accuracy left no record")
             for test in self.missing:
                 write(test)
+        if self.interrupted:
+            terminalreporter.write_sep("-", "INTERRUPTED: the run did not finish; no verdict", red=True)
+            for call in self.in_progress:
+                write(f"in progress: {call}")
+        if run.gate is not None:
+            self.summarize_gate(terminalreporter, run.gate)
+        for written in self.written:
+            write(f"accuracy report: wrote {written}")
+
+    def summarize_gate(self, terminalreporter, gate) -> None:
+        write = terminalreporter.write_line
+        if gate.update:
+            for note in self.baseline_notes:
+                write(f"accuracy baseline: {note}")
+            if self.baseline_written:
+                write(f"accuracy baseline: wrote {self.baseline_written}")
+            return
         failures = baseline.table(self.findings, only_failures=True)
-        path = baseline_path(config)
+        judged = self.measured - set(self.unjudged)
         if failures:
             terminalreporter.write_sep("-", "accuracy regressions against the baseline", red=True)
             for line in failures:
                 write(line)
-        elif path is not None and not config.getoption("update_baseline") and self.measured:
-            write(f"accuracy gate: no regression against {path}")
-        elif path is not None and not config.getoption("update_baseline"):
-            write(f"accuracy gate: this run measured no accuracy and no invariance: nothing judged against {path}")
+        elif self.interrupted:
+            write(f"accuracy gate: no verdict against {gate.path}: the run was interrupted")
+        elif not self.measured:
+            write(f"accuracy gate: this run measured no accuracy and no invariance: nothing judged against {gate.path}")
+        elif not judged:
+            write(f"accuracy gate: nothing judged against {gate.path} (why below)")
+        else:
+            write(f"accuracy gate: no regression against {gate.path}")
+        for kernel, count in baseline.not_run(self.findings).items():
+            write(f"accuracy gate: {kernel}: {count} baseline categorie(s) not run in this run (their tests were not "
+                  "selected): not judged")
         for finding in self.findings:
             if finding.verdict == "not gated":
-                fails = " (fails: --require-baseline)" if config.getoption("require_baseline") else ""
-                write(f"accuracy gate: {finding.kernel} is not in {path}: not gated{fails}")
+                fails = " (fails: --require-baseline)" if gate.require else ""
+                write(f"accuracy gate: {finding.kernel} is not in {gate.path}: not gated{fails}")
         for kernel, why in self.unjudged.items():
             write(f"accuracy gate: {kernel} not judged: {why}")
-        if self.baseline_written:
-            write(f"accuracy baseline: wrote {self.baseline_written}")
-        for written in self.written:
-            write(f"accuracy report: wrote {written}")

@@ -12,6 +12,8 @@ from collections import defaultdict
 
 import numpy as np
 
+from .baseline import source_id
+
 ULP_BUCKETS = ["0", "1", "2", "3-4", "5-8", "9-16", "17-32", "33-64", "65-128", "129-256", "257-1024", ">1024"]
 _UPPER_EDGES = np.array([0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 1024])
 
@@ -53,7 +55,7 @@ def _side(records: list[dict], side: str) -> dict:
 
 
 def categorize(records: list[dict]) -> dict[str, dict[str, dict]]:
-    """kernel -> category -> {records, elements, kernel: stats, torch: stats}."""
+    """kernel -> category -> {records, tests (that measured it), elements, kernel: stats, torch: stats}."""
     grouped: dict[str, dict[str, list]] = defaultdict(lambda: defaultdict(list))
     for record in records:
         grouped[record["kernel"]][category(record)].append(record)
@@ -61,6 +63,7 @@ def categorize(records: list[dict]) -> dict[str, dict[str, dict]]:
         kernel: {
             key: {
                 "records": len(group),
+                "tests": sorted({source_id(r["test"]) for r in group if r.get("test")}),
                 "elements": sum(r["kernel_errors"]["elements"] for r in group),
                 "kernel": _side(group, "kernel_errors"),
                 "torch": _side(group, "torch_errors"),

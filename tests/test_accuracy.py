@@ -21,8 +21,8 @@ from hypothesis import example, given, target
 from harness import coverage, soak
 from harness.catalog import CATALOG
 from harness.judge import (FP32_OUT, LOG, MASKED, SOFTMAX, Op, describe_input, expect_refusal, judge_softmax,
-                           run_kernel)
-from harness.replay import line as replay_line
+                           run_kernel, unknown_construction)
+from harness.replay import PREFIX, command
 from harness.strategies import Case, cases
 from oracles.formats import format_of
 from report.records import make_record
@@ -45,22 +45,24 @@ class Worst:
 
 def check(kernel, backend, op: Op, case: Case, worst: Worst, record, drawn: coverage.Drawn, fixed: set) -> None:
     x, mask = case.make(backend.device)
-    replay = f"{case!r} -> {describe_input(x, case.dim)}\n{replay_line(kernel.name, backend.name, op.name, case)}"
+    replay_command = command(kernel.name, backend.name, op.name, case)
+    replay = f"{case!r} -> {describe_input(x, case.dim)}\n{PREFIX}{replay_command}"
     run = functools.partial(run_kernel, kernel, x, case.dim, mask, log=op.log, out_dtype=op.out_dtype)
+    judge = functools.partial(judge_softmax, backend=backend.name, x=x, dim=case.dim, mask=mask, log=op.log,
+                              out_dtype=op.out_dtype, replay=replay, command=replay_command)
     refusal = kernel.capabilities.refusal(x, case.dim)
     if refusal is not None:
-        expect_refusal(kernel, run, x, case.dim, refusal)
+        expect_refusal(kernel, run, x, case.dim, refusal, judge=lambda y: judge(unknown_construction(kernel), y=y))
         return
     drawn.add(case, x)
-    verdict = judge_softmax(kernel, backend.name, x, case.dim, run(), mask=mask, log=op.log,
-                            out_dtype=op.out_dtype, replay=replay)
+    verdict = judge(kernel, y=run())
     record(make_record(kernel.name, backend, case, op.name, verdict, fixed=case in fixed))
     summary = verdict.kernel.summary()
     target(min(summary["worst_ratio"], 1e300), label="error-to-bound ratio")  # inf: a violation, reported below
     target(min(summary["max_ulp"], 1e300), label="max ULP")
     worst.update(x.dtype, summary["worst_ratio"], f"ratio {summary['worst_ratio']:.3f}, max {summary['max_ulp']:.0f} ULP "
                                                   f"(torch {verdict.peer.summary()['max_ulp']:.0f}): {replay}")
-    assert verdict.ok, verdict.explain()
+    verdict.check()
 
 
 def examples(kernel, backend, op: Op, dtype) -> list[Case]:
@@ -144,5 +146,4 @@ def test_masked_rows_keeping_only_nan_are_nan_on_every_path(kernel, backend):
         keep[1] = True  # everything, NaN included
         keep[2, [0, n // 2]] = True  # a -inf and the NaN
         replay = f"rows of {n}: {describe_input(x, 1)}"
-        verdict = judge_softmax(kernel, backend.name, x, 1, kernel.masked_softmax(x, keep, 1), mask=keep, replay=replay)
-        assert verdict.ok, verdict.explain()
+        judge_softmax(kernel, backend.name, x, 1, kernel.masked_softmax(x, keep, 1), mask=keep, replay=replay).check()

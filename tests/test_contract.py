@@ -15,7 +15,7 @@ import torch
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from harness.judge import describe_input, expect_refusal, judge_softmax
+from harness.judge import describe_input, expect_refusal, judge_softmax, unknown_construction
 from harness.soak import timeboxed
 from harness.strategies import Case, Values, cases
 from kernels.fused_softmax import softmax as fused_softmax
@@ -37,12 +37,13 @@ def test_inputs_are_refused_exactly_outside_the_declared_capabilities(kernel, ba
         x = x if foreign is None else x.to(foreign)
         dim = case.dim + dim_shift
         refusal = kernel.capabilities.refusal(x, dim)
+        replay = f"{case!r}, dim {dim}: {describe_input(x, dim)}"
         if refusal is not None:
-            expect_refusal(kernel, lambda: kernel.softmax(x, dim), x, dim, refusal)
+            expect_refusal(kernel, lambda: kernel.softmax(x, dim), x, dim, refusal,
+                           judge=lambda y: judge_softmax(unknown_construction(kernel), backend.name, x, dim, y,
+                                                         replay=replay))
             return
-        verdict = judge_softmax(kernel, backend.name, x, dim, kernel.softmax(x, dim),
-                                replay=f"{case!r}, dim {dim}: {describe_input(x, dim)}")
-        assert verdict.ok, verdict.explain()
+        judge_softmax(kernel, backend.name, x, dim, kernel.softmax(x, dim), replay=replay).check()
 
     check()
 

@@ -47,7 +47,7 @@ def make(kernel, backend, case: Case) -> torch.Tensor:
 def judge(kernel, backend, x, dim, y=None, what=""):
     y = kernel.softmax(x, dim) if y is None else y
     verdict = judge_softmax(kernel, backend.name, x, dim, y, replay=f"{what}{describe_input(x, dim)}")
-    assert verdict.ok, verdict.explain()
+    verdict.check()
     return verdict
 
 

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 import kernels
-from harness.plugin import KERNELS
+from harness.session import session_of
 from kernels.registry import USER_CONTRACT, Capabilities, resolve
 
 
@@ -12,7 +12,7 @@ def test_every_registered_kernel_and_torch_are_selected_by_default_but_the_peers
     names = [spec.name for spec in kernels.registered() if spec.by_default]
     assert "torch" in names and "fused_softmax" in names and "liger" not in names
     if not request.config.getoption("kernel"):
-        assert [spec.name for spec in request.config.stash[KERNELS]] == names
+        assert [spec.name for spec in session_of(request.config).kernels] == names
 
 
 def test_a_path_resolves_to_a_callable_held_to_torchs_contract():

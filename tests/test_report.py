@@ -14,6 +14,7 @@ import hypothesis
 import pytest
 
 from harness import seeding, strategies
+from harness.session import Draws
 from report import baseline
 from report.__main__ import main as report_cli
 
@@ -144,6 +145,16 @@ def test_the_committed_cpu_baseline_holds_the_inputs_the_suite_draws():
         "the suite's draws changed: remake baselines/cpu.json (README, 'Reports and the regression gate')"
 
 
+def test_the_draws_fingerprint_covers_everything_that_decides_the_draws():
+    """A seed base, a profile's budget, a replayed example database each draw other inputs: a gate of such a run
+    is not judged, never compared (the README's gate command once drew random inputs without CI)."""
+    gate = seeding.draws_fingerprint("cpu", Draws("ci", 0, None))
+    others = [seeding.draws_fingerprint("cpu", draws) for draws in
+              (Draws("ci", 7, None), Draws("nightly", 0, None), Draws("ci", 0, "examples"), Draws("mutation", 0, None))]
+    assert gate not in others and len(set(others)) == len(others)
+    assert seeding.draws_fingerprint("cpu", Draws("dev", None, None)) is None  # random draws: nothing to compare
+
+
 def test_the_draws_fingerprint_follows_the_backends_size_caps(monkeypatch):
     """A backend's baseline holds for its own draws: raising its row cap draws other inputs (and
     flagged torch.softmax on the H100 while the fingerprint was the CPU's)."""
@@ -156,8 +167,8 @@ def test_the_draws_fingerprint_follows_the_backends_size_caps(monkeypatch):
 @pytest.mark.parametrize("content,message", [
     (None, "no baseline at"),
     ("{not json", "not readable JSON"),
-    ('{"schema_version": 1, "backend": "cpu", "profile": "ci", "kernels": {"k": {"c": {"max_ulp": "x"}}}}',
-     "needs numbers"),
+    ('{"schema_version": 2, "backend": "cpu", "profile": "ci", "draws": "d", "kernels": {"k": {"c": {"max_ulp": "x"}}}}',
+     "needs finite numbers"),
     ('{"schema_version": 7, "backend": "tpu", "profile": "ci", "kernels": {}}', "schema_version 7"),
 ])
 def test_a_bad_baseline_is_an_error(tmp_path, content, message):
@@ -240,3 +251,49 @@ def test_the_verdict_counts_as_passed_only_tests_that_passed():
             report.longrepr = "AssertionError: planted"
         gatherer.pytest_runtest_logreport(report)
     assert gatherer.passed == 2 and len(gatherer.failures) == 1
+
+
+def test_a_report_folder_that_cannot_be_written_stops_the_run_before_any_test(run_pytest, tmp_path):
+    a_file = tmp_path / "a-file"
+    a_file.write_text("")
+    for folder, message in ((a_file, "not a folder"), (a_file / "below", "cannot write there")):
+        result = run_pytest("tests/test_ulp.py", "--accuracy-report", str(folder))
+        assert result.returncode == pytest.ExitCode.USAGE_ERROR and message in result.stderr, result.stderr[-2000:]
+        assert "passed" not in result.stdout
+
+
+def test_a_report_replaces_an_earlier_runs_artifacts_and_follows_no_link(run_pytest, tmp_path):
+    report, outside = tmp_path / "report", tmp_path / "outside.md"
+    report.mkdir()
+    outside.write_text("not the report's")
+    (report / "summary.md").symlink_to(outside)
+    for plot in ("ulp_histograms.png", "kernel_vs_torch.png", "max_ulp_by_row_length.png"):
+        (report / plot).write_bytes(b"an earlier run's plot")
+    result = run_pytest("tests/test_ulp.py", "--accuracy-report", str(report))  # no records: no plots
+    assert result.returncode == 0, result.stdout[-2000:]
+    assert outside.read_text() == "not the report's" and not (report / "summary.md").is_symlink()
+    assert "PASSED" in (report / "summary.md").read_text()
+    assert not list(report.glob("*.png")) and not list(report.glob(".*"))  # no stale plot, no temporary file
+
+
+def test_a_report_is_written_whole_or_not_at_all(tmp_path, monkeypatch):
+    from report import artifacts
+
+    path = tmp_path / "summary.md"
+    artifacts.write_text(path, "the first run's")
+
+    def crash(*args):
+        raise OSError("the disk filled up")
+
+    monkeypatch.setattr(artifacts.os, "replace", crash)
+    with pytest.raises(OSError):
+        artifacts.write_text(path, "half of the second run's")
+    assert path.read_text() == "the first run's" and [p.name for p in tmp_path.iterdir()] == ["summary.md"]
+
+
+def test_a_corrupt_durations_file_is_a_usage_error(run_pytest, tmp_path):
+    for content in (b"{not json", b'{"t": "slow"}', b"\xff\xfe"):
+        durations = tmp_path / "durations.json"
+        durations.write_bytes(content)
+        result = run_pytest("tests/test_ulp.py", "--test-durations", str(durations))
+        assert result.returncode == pytest.ExitCode.USAGE_ERROR and "--test-durations" in result.stderr, content

@@ -4,6 +4,8 @@
 divides by an approximate reciprocal of the sum, two ulps too large: still
 inside the loose bound a kernel without a measured profile gets, but worse
 than the baseline made without it.  The gate must catch the difference.
+With ``SOFTMAX_SUITE_PLANT_LOSS=raise`` it raises on every input: its tests
+fail and record nothing, and the gate must not call that "no regression".
 """
 
 import os
@@ -15,6 +17,8 @@ from kernels.registry import Capabilities
 
 def softmax(x: torch.Tensor, dim: int) -> torch.Tensor:
     softmax.capabilities.check(x, dim)
+    if os.environ.get("SOFTMAX_SUITE_PLANT_LOSS") == "raise":
+        raise RuntimeError("planted: the kernel fails on every input")
     if os.environ.get("SOFTMAX_SUITE_PLANT_LOSS") != "1":
         return torch.softmax(x, dim)
     e = torch.exp(x - x.amax(dim, keepdim=True))

@@ -1,0 +1,359 @@
+"""Every call of a kernel under test goes through a guard: the input is sacred, the output fresh, a hang stopped.
+
+A kernel can defeat an oracle that trusts it: one that zeroes its input and
+returns uniform rows would be judged against the softmax of zeros, and one
+that returns the same buffer on every call makes two calls compare a tensor
+with itself.  :func:`guarded` wraps a kernel's callables so that each call
+
+* leaves its inputs' storage bit for bit as it found it (a copy of every byte
+  is taken before the call and compared after it), unless the kernel declares
+  itself in place (``Capabilities.in_place``): it then works on a copy, and
+  the input the suite judges against is never touched;
+* returns a tensor on the input's device that shares no memory with its inputs
+  nor with an output it returned earlier that is still alive (the storages of
+  earlier outputs are tracked by weak reference: memory freed and reused by
+  the allocator is no alarm);
+* returns within the watchdog's limit (:class:`Watchdog`).
+
+A broken rule fails the test with :class:`ContractBroken`, naming the call.
+
+Before each call the guard writes a *breadcrumb* (:class:`Breadcrumbs`): the
+test, the kernel, the input, the Hypothesis example being run and its replay
+command.  A process that dies inside a kernel (a segfault, ``os._exit``, the
+watchdog's last resort) leaves it behind, and the controller names that input
+in the crash's report; an interrupted run names the calls in progress.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import threading
+import time
+import weakref
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import torch
+
+if TYPE_CHECKING:  # this module is imported before the backend is chosen, so before any kernel (and triton)
+    from kernels.registry import KernelSpec
+
+
+def describe_input(x: torch.Tensor, dim: int) -> str:
+    return (f"shape={tuple(x.shape)} strides={tuple(x.stride())} offset={x.storage_offset()} "
+            f"dtype={x.dtype} dim={dim} device={x.device}")
+
+
+class ContractBroken(AssertionError):
+    """A kernel call broke a rule every kernel must keep (its input unchanged, a fresh output...)."""
+
+    def __init__(self, message: str, replay: str | None = None) -> None:
+        super().__init__(message)
+        self.replay = replay  # the one-step replay command, for the reports
+
+
+class KernelHang(BaseException):
+    """A kernel call outlived the watchdog's limit.
+
+    A BaseException, not an Exception: Hypothesis treats an Exception as a
+    failure to shrink, and shrinking a hang would cost the limit per step; this
+    one ends the test at once (pytest reports it as a failure) and the run goes on.
+    """
+
+    def __init__(self, message: str, replay: str | None = None) -> None:
+        super().__init__(message)
+        self.replay = replay
+
+
+# ---------------------------------------------------------------------------- what is running
+
+
+@dataclass
+class Context:
+    """What this process is doing, for breadcrumbs and messages: set by the plugin and the test bodies."""
+
+    test: str = ""
+    example: str = ""  # the Hypothesis example being run, as keyword arguments
+    case: object = None  # its Case, if it has one: then the call has a replay command
+    backend: str = ""
+
+
+CONTEXT = Context()
+
+
+def set_example(kwargs: dict) -> None:
+    """The example a Hypothesis test body is about to run (``soak.timeboxed`` calls this)."""
+    from .strategies import Case
+
+    CONTEXT.example = ", ".join(f"{name}={value!r}" for name, value in kwargs.items())
+    CONTEXT.case = next((value for value in kwargs.values() if isinstance(value, Case)), None)
+
+
+def replay_command(kernel: str, op: str) -> str | None:
+    """The one-step replay of the example in progress, when it has a Case."""
+    if CONTEXT.case is None or not CONTEXT.backend:
+        return None
+    from .replay import command
+
+    return command(kernel, CONTEXT.backend, op, CONTEXT.case)
+
+
+# ---------------------------------------------------------------------------- breadcrumbs
+
+
+class Breadcrumbs:
+    """One JSON file per process in a run's folder: the kernel call in progress, if any."""
+
+    def __init__(self, folder: Path | None, process: str) -> None:
+        self.path = None if folder is None else Path(folder) / f"{process}.json"
+
+    def started(self, call: dict) -> None:
+        self._write({**call, "state": "running", "since": time.time()})
+
+    def finished(self) -> None:
+        self._write({"state": "idle"})
+
+    def killed(self, call: dict, why: str) -> None:
+        self._write({**call, "state": "killed", "why": why})
+
+    def _write(self, entry: dict) -> None:
+        if self.path is None:
+            return
+        try:
+            temporary = self.path.with_suffix(".tmp")
+            temporary.write_text(json.dumps(entry))
+            os.replace(temporary, self.path)  # a reader never sees half a breadcrumb
+        except OSError:
+            pass  # a breadcrumb is a courtesy for post-mortems: never fail a call for it
+
+
+def read_breadcrumb(folder: Path | None, process: str) -> dict | None:
+    """The last breadcrumb ``process`` left in ``folder``, if any."""
+    if folder is None:
+        return None
+    try:
+        return json.loads((Path(folder) / f"{process}.json").read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def in_progress(folder: Path | None) -> list[str]:
+    """The kernel calls that were running, per the breadcrumbs in ``folder``, as sentences."""
+    if folder is None or not Path(folder).is_dir():
+        return []
+    entries = [read_breadcrumb(folder, path.stem) for path in sorted(Path(folder).glob("*.json"))]
+    return [f"{entry.get('test')}: {describe_call(entry)}" for entry in entries
+            if entry and entry.get("state") in ("running", "killed")]
+
+
+def describe_call(entry: dict) -> str:
+    """A breadcrumb as a sentence: what was running, on what, and how to replay it."""
+    text = f"{entry.get('kernel')} {entry.get('op')} on {entry.get('input')}"
+    if entry.get("example"):
+        text += f"; example: {entry['example']}"
+    if entry.get("replay"):
+        text += f"; replay: {entry['replay']}"
+    return text
+
+
+# ---------------------------------------------------------------------------- the watchdog
+
+
+class Watchdog:
+    """A time limit on each kernel call.
+
+    In the main thread an alarm (``SIGALRM``) raises :class:`KernelHang` inside
+    the call when the limit passes: a kernel looping in Python, sleeping or
+    running in Triton's interpreter stops there, its test fails and the run
+    goes on.  A call stuck inside C code (a GPU kernel that never finishes, a
+    lock) does not see the alarm; a thread then ends the process ``grace``
+    seconds later, after leaving its breadcrumb: under ``pytest -n`` the
+    worker's crash fails that test, names its input, and xdist starts a new
+    worker.
+    """
+
+    EXIT_STATUS = 70  # the status a process ended by the watchdog exits with
+
+    def __init__(self, limit: float | None, grace: float, breadcrumbs: Breadcrumbs) -> None:
+        self.limit, self.grace, self.breadcrumbs = limit, grace, breadcrumbs
+        self._deadline: float | None = None
+        self._call: dict = {}
+        self._thread: threading.Thread | None = None
+
+    def watch(self, call: dict, run: Callable[[], object]):
+        """``run()`` under the limit."""
+        if not self.limit:
+            return run()
+        in_main = threading.current_thread() is threading.main_thread()
+        if in_main:
+            previous = signal.signal(signal.SIGALRM, self._alarm)
+            signal.setitimer(signal.ITIMER_REAL, self.limit)
+        self._call, self._deadline = call, time.monotonic() + self.limit + self.grace
+        self._start_thread()
+        try:
+            return run()
+        finally:
+            self._deadline = None
+            if in_main:
+                signal.setitimer(signal.ITIMER_REAL, 0)
+                signal.signal(signal.SIGALRM, previous)
+
+    def _alarm(self, signum, frame) -> None:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        raise KernelHang(f"{describe_call(self._call)}: the call did not return within {self.limit:g} s "
+                         f"(the watchdog's limit, --call-timeout)", self._call.get("replay"))
+
+    def _start_thread(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._last_resort, name="softmax-suite-watchdog", daemon=True)
+            self._thread.start()
+
+    def _last_resort(self) -> None:
+        while True:
+            time.sleep(0.5)
+            deadline = self._deadline
+            if deadline is not None and time.monotonic() > deadline:
+                why = (f"the call did not return within {self.limit:g} s nor stop at the alarm within {self.grace:g} s "
+                       "more: the watchdog ended this process")
+                self.breadcrumbs.killed(self._call, why)
+                sys.stderr.write(f"\nsoftmax suite watchdog: {describe_call(self._call)}: {why}\n")
+                sys.stderr.flush()
+                os._exit(self.EXIT_STATUS)
+
+
+# ---------------------------------------------------------------------------- the guard
+
+
+def storage_bytes(t: torch.Tensor) -> torch.Tensor:
+    """The whole storage under ``t`` as a flat uint8 tensor (no copy)."""
+    return torch.empty(0, dtype=torch.uint8, device=t.device).set_(t.untyped_storage())
+
+
+def has_storage(t) -> bool:
+    """Whether ``t`` is a dense tensor with memory to snapshot (not meta, sparse or nested)."""
+    return (isinstance(t, torch.Tensor) and t.layout == torch.strided and not t.is_nested
+            and t.device.type != "meta" and t.untyped_storage().nbytes() > 0)
+
+
+def span(t: torch.Tensor) -> tuple[int, int]:
+    storage = t.untyped_storage()
+    return storage.data_ptr(), storage.data_ptr() + storage.nbytes()
+
+
+def overlap(a: tuple[int, int], b: tuple[int, int]) -> bool:
+    return a[0] < b[1] and b[0] < a[1]
+
+
+def working_copy(x: torch.Tensor) -> torch.Tensor:
+    """A copy of ``x`` in its own storage, with the same strides and offset (for a kernel that works in place)."""
+    return torch.empty(0, dtype=x.dtype, device=x.device).set_(
+        x.untyped_storage().clone(), x.storage_offset(), x.shape, x.stride())
+
+
+class Outputs:
+    """Weak references to the storages of the outputs returned so far: one still alive must not come back."""
+
+    def __init__(self, keep: int = 256) -> None:
+        self.storages: deque = deque(maxlen=keep)
+
+    def earlier_alive(self, y: torch.Tensor) -> bool:
+        mine = span(y)
+        return any((s := ref()) is not None and overlap(mine, (s.data_ptr(), s.data_ptr() + s.nbytes()))
+                   for ref in self.storages)
+
+    def add(self, y: torch.Tensor) -> None:
+        self.storages.append(weakref.ref(y.untyped_storage()))
+
+
+@dataclass
+class Guard:
+    """What every guarded call shares in this process: the watchdog, the breadcrumbs, earlier outputs."""
+
+    watchdog: Watchdog
+    breadcrumbs: Breadcrumbs
+    outputs: Outputs
+
+    def call(self, kernel: str, op: str, capabilities, function: Callable, x, dim, args: tuple, kwargs: dict):
+        if not has_storage(x):  # refused inputs without memory (meta, sparse, nested): nothing to guard
+            return function(x, *args, **kwargs)
+        inputs = [t for t in (x, *args, *kwargs.values()) if has_storage(t)]
+        call = {"test": CONTEXT.test, "kernel": kernel, "op": op, "input": describe_input(x, dim),
+                "example": CONTEXT.example, "replay": replay_command(kernel, op),
+                "inside": capabilities.refusal(x, dim) is None}
+        work = working_copy(x) if capabilities.in_place else x
+        before = [storage_bytes(t).clone() for t in inputs]
+        self.breadcrumbs.started(call)
+        try:
+            y = self.watchdog.watch(call, lambda: self._checked(call, function, work, inputs, before, args, kwargs))
+        except KeyboardInterrupt:
+            raise  # the breadcrumb stays: an interrupted run names the calls in progress
+        except BaseException:
+            self.breadcrumbs.finished()
+            raise
+        self.breadcrumbs.finished()
+        self.outputs.add(y)
+        return y
+
+    def _checked(self, call: dict, function, work, inputs, before, args, kwargs):
+        """The call, then its rules; inside the watchdog's time, since the checks wait for the device."""
+        try:
+            y = function(work, *args, **kwargs)
+        except Exception as error:
+            self._check_inputs(call, inputs, before)
+            if call["inside"] and not isinstance(error, ContractBroken):
+                raise ContractBroken(f"{describe_call(call)}: the kernel raised {type(error).__name__}: {error}\n"
+                                     "on an input inside its declared capabilities: a kernel refuses only what it "
+                                     "does not declare (narrow its capabilities to exclude this input, or handle it)",
+                                     call["replay"]) from error
+            raise
+        self._check_inputs(call, inputs, before)
+        problem = self._output_problem(y, work, inputs)
+        if problem:
+            raise ContractBroken(f"{describe_call(call)}: the kernel {problem}", call["replay"])
+        return y
+
+    @staticmethod
+    def _check_inputs(call: dict, inputs: list, before: list) -> None:
+        changed = [t for t, copy in zip(inputs, before) if not torch.equal(storage_bytes(t), copy)]
+        if changed:
+            which = "its input x" if changed[0] is inputs[0] else "an input other than x (the mask)"
+            raise ContractBroken(f"{describe_call(call)}: the kernel changed {which} (its storage differs bit for "
+                                 "bit after the call); a kernel that works in place must declare it "
+                                 "(Capabilities(in_place=True)), and is then handed a copy", call["replay"])
+
+    def _output_problem(self, y, work: torch.Tensor, inputs: list) -> str | None:
+        if not isinstance(y, torch.Tensor):
+            return f"returned a {type(y).__name__}, not a torch.Tensor"
+        if y.device != work.device:
+            return f"returned its result on {y.device} for an input on {work.device}"
+        if not (y.numel() and has_storage(y)):
+            return None
+        if any(overlap(span(y), span(t)) for t in inputs):
+            return "returned a tensor that shares memory with its input"
+        if self.outputs.earlier_alive(y):
+            return ("returned memory it returned before, still in use: an output buffer reused across calls "
+                    "(cached per shape?) overwrites the caller's earlier result")
+        return None
+
+
+def guarded(spec: KernelSpec, guard: Guard) -> KernelSpec:
+    """``spec`` with each of its callables going through ``guard``."""
+    def wrap(op: str, function):
+        if function is None:
+            return None
+
+        def call(x, *args, **kwargs):
+            dim = args[-1] if args else kwargs.get("dim", -1)
+            return guard.call(spec.name, op, spec.capabilities, function, x, dim, args, kwargs)
+
+        call.__wrapped__ = function
+        return call
+
+    return replace(spec, softmax=wrap("softmax", spec.softmax), log_softmax=wrap("log_softmax", spec.log_softmax),
+                   masked_softmax=wrap("masked_softmax", spec.masked_softmax))

@@ -1,0 +1,211 @@
+"""The run's settings, decided once and in one place: where kernels run, which, what is drawn, gated and reported.
+
+A gate compares the statistics of a run with a baseline's: it means something
+only if the run drew the baseline's inputs.  Which inputs a test draws follows
+from its Hypothesis profile, its seed and the example database, so these are
+decided here, once, by :func:`decide_draws`, and every consumer (the seed
+pinning, the draws fingerprint, the report, the soak's progress lines) reads
+the frozen :class:`Session` that :func:`build` stores on the config:
+
+* a run given ``--accuracy-baseline`` or ``--update-baseline`` draws the gate's
+  inputs: the ``ci`` profile with pinned seeds (base 0), whatever the
+  environment says (``CI``, ``HYPOTHESIS_PROFILE``); asking for another
+  profile, ``--soak-seed`` or ``--hypothesis-seed`` with it is a usage error;
+* any other run takes ``--hypothesis-profile``, else ``$HYPOTHESIS_PROFILE``,
+  else ``ci`` where ``CI`` is set, else ``dev``;
+* seeds are pinned to a base (``--soak-seed``, else 0 under ``ci`` and
+  ``mutation``) plus a hash of the test's name (:mod:`harness.seeding`), else
+  left to Hypothesis.
+
+:func:`build` is called by :mod:`harness.plugin`'s first ``pytest_configure``
+(``tryfirst``); the other plugins' hooks run after it and only read.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import signal
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from hypothesis import settings
+from hypothesis.errors import InvalidArgument
+
+from .backend import Backend
+from .profiles import default_profile
+
+SESSION = pytest.StashKey["Session"]()
+GATE_PROFILE = "ci"  # the profile every baseline is made with, and every gate draws from
+PINNED_PROFILES = ("ci", "mutation")  # profiles whose seeds are pinned (the mutation test draws the gate's examples)
+# Seconds a kernel call may take before the watchdog stops it.  Under the interpreter a call of the
+# largest example (2^15 elements) takes seconds; on devices the first call of a shape compiles its
+# Triton kernel, which took up to 60 s alone on an H100 (docs/h100-precision-probe.log) and takes
+# longer among a loaded gate's compiles.
+CALL_TIMEOUT = {"cpu": 120.0, "cuda": 600.0, "npu": 900.0}
+CALL_GRACE = 30.0  # at most this long past the limit (at most the limit again) a call deaf to the alarm may run on
+
+
+@dataclass(frozen=True)
+class Draws:
+    """What decides the inputs Hypothesis draws."""
+
+    profile: str
+    seed_base: int | None  # pinned seeds' base; None: Hypothesis's own
+    database: str | None  # the example database replayed first ($SOFTMAX_SUITE_EXAMPLES), if any
+
+    def describe(self) -> str:
+        seeds = f"pinned: {self.seed_base} + crc32(test name)" if self.seed_base is not None else "not pinned"
+        replayed = f"; replays the example database {self.database}" if self.database else ""
+        return f"profile {self.profile}, seeds {seeds}{replayed}"
+
+
+@dataclass(frozen=True)
+class Gate:
+    """The accuracy gate asked for: the baseline file and what to do with it."""
+
+    path: Path
+    update: bool  # write the run's categories into the baseline instead of judging
+    require: bool  # a kernel the baseline does not hold fails
+    prune: bool  # with update: drop what the run did not measure
+
+
+@dataclass(frozen=True)
+class Session:
+    backend: Backend
+    kernels: tuple  # the KernelSpecs under test, each call guarded (harness.calls)
+    draws: Draws
+    gate: Gate | None
+    report: Path | None  # --accuracy-report DIR
+    call_timeout: float | None  # seconds; None: no watchdog
+    calls: Path  # where each process leaves the breadcrumb of the kernel call in progress
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("softmax", "softmax accuracy suite")
+    group.addoption("--accuracy-report", metavar="DIR", help="write accuracy.json, summary.md, plots, index.html")
+    group.addoption("--accuracy-baseline", metavar="FILE|auto",
+                    help="fail when a category's accuracy regresses against this baseline ('auto': "
+                         "baselines/<backend>.json); the run draws the baseline's inputs (profile ci, pinned seeds)")
+    group.addoption("--update-baseline", action="store_true",
+                    help="merge this run's categories into the --accuracy-baseline file instead of gating "
+                         "(what the run did not measure is kept)")
+    group.addoption("--prune-baseline", action="store_true",
+                    help="with --update-baseline: drop from the baseline what this run did not measure")
+    group.addoption("--require-baseline", action="store_true",
+                    help="fail the gate for a kernel the baseline does not hold (default: named, not gated)")
+    group.addoption("--soak-seed", type=int, metavar="N",
+                    help="base of every Hypothesis test's pinned seed (a soak round's), keeping the example "
+                         "database in use")
+    group.addoption("--call-timeout", type=float, metavar="SECONDS",
+                    help="the watchdog: a kernel call running longer fails its test, naming its input "
+                         f"(default: {', '.join(f'{k} {v:g}' for k, v in CALL_TIMEOUT.items())}; 0: no limit)")
+
+
+def session_of(config: pytest.Config) -> Session:
+    return config.stash[SESSION]
+
+
+def gate_of(config: pytest.Config, backend: str) -> Gate | None:
+    option = config.getoption("accuracy_baseline")
+    update, prune = config.getoption("update_baseline"), config.getoption("prune_baseline")
+    if option is None:
+        if update or prune:
+            raise pytest.UsageError("--update-baseline and --prune-baseline need --accuracy-baseline FILE|auto")
+        return None
+    if prune and not update:
+        raise pytest.UsageError("--prune-baseline goes with --update-baseline")
+    root = Path(__file__).resolve().parents[1]
+    path = root / "baselines" / f"{backend}.json" if option == "auto" else Path(option)
+    return Gate(path, update, config.getoption("require_baseline"), prune)
+
+
+def decide_draws(config: pytest.Config, gate: Gate | None) -> Draws:
+    """The profile, seed base and example database of this run (the rules in the module docstring)."""
+    chosen = config.getoption("hypothesis_profile", None)
+    soak_seed = config.getoption("soak_seed")
+    database = os.environ.get("SOFTMAX_SUITE_EXAMPLES") or None
+    if gate is not None:
+        clashes = [f"--hypothesis-profile {chosen}" if chosen not in (None, GATE_PROFILE) else None,
+                   "--soak-seed" if soak_seed is not None else None,
+                   "--hypothesis-seed" if config.getoption("hypothesis_seed", None) is not None else None]
+        clashes = [c for c in clashes if c]
+        if clashes:
+            raise pytest.UsageError(f"--accuracy-baseline draws the baseline's inputs (profile {GATE_PROFILE}, seeds "
+                                    f"pinned at 0); {' and '.join(clashes)} would draw others")
+        return Draws(GATE_PROFILE, 0, database)
+    profile = chosen or default_profile()
+    base = soak_seed if soak_seed is not None else 0 if profile in PINNED_PROFILES else None
+    return Draws(profile, base, database)
+
+
+def load_profile(name: str) -> None:
+    try:
+        settings.load_profile(name)
+    except InvalidArgument:
+        raise pytest.UsageError(f"--hypothesis-profile {name!r}: no such profile; the suite registers dev, ci, "
+                                "nightly and mutation (root conftest.py)") from None
+
+
+def call_timeout(config: pytest.Config, backend: str) -> float | None:
+    given = config.getoption("call_timeout")
+    limit = CALL_TIMEOUT[backend] if given is None else given
+    if not math.isfinite(limit) or limit < 0:
+        raise pytest.UsageError(f"--call-timeout must be a finite number of seconds >= 0 (0: no limit); got {given}")
+    return limit or None
+
+
+def calls_folder(config: pytest.Config) -> Path:
+    """Where each process leaves its breadcrumb: a folder the controller makes (and removes at the end of a run that
+    finished); xdist workers get the controller's."""
+    worker = getattr(config, "workerinput", None)
+    if worker is not None:
+        return Path(worker["softmax_calls"])
+    return Path(tempfile.mkdtemp(prefix="softmax-suite-calls-"))
+
+
+def interrupt_on_sigterm() -> None:
+    """SIGTERM as Ctrl-C: pytest then finishes the session, and the report says INTERRUPTED and names the calls
+    in progress, where the default action would end the run without a word."""
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        def interrupt(signum, frame):
+            raise KeyboardInterrupt("SIGTERM")
+
+        signal.signal(signal.SIGTERM, interrupt)
+
+
+def build(config: pytest.Config, backend: Backend, kernels: list) -> Session:
+    """Decide the run's settings and store them on ``config``; returns the session."""
+    from .calls import Breadcrumbs, Guard, Outputs, Watchdog, guarded
+
+    gate = gate_of(config, backend.name)
+    draws = decide_draws(config, gate)
+    load_profile(draws.profile)
+    report = Path(config.getoption("accuracy_report")) if config.getoption("accuracy_report") else None
+    calls = calls_folder(config)
+    limit = call_timeout(config, backend.name)
+    process = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    crumbs = Breadcrumbs(calls, process)
+    guard = Guard(Watchdog(limit, min(CALL_GRACE, limit or CALL_GRACE), crumbs), crumbs, Outputs())
+    session = Session(backend, tuple(guarded(spec, guard) for spec in kernels), draws, gate, report, limit, calls)
+    config.stash[SESSION] = session
+    if not hasattr(config, "workerinput"):
+        interrupt_on_sigterm()
+    return session
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node) -> None:
+    """xdist: each worker leaves its breadcrumbs in the controller's folder."""
+    node.workerinput["softmax_calls"] = str(session_of(node.config).calls)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """The controller removes the breadcrumbs of a run that ended; a process that died never gets here, and its
+    breadcrumb stays for the post-mortem its report's placeholder points to."""
+    run = config.stash.get(SESSION, None)
+    if run is not None and not hasattr(config, "workerinput"):
+        shutil.rmtree(run.calls, ignore_errors=True)

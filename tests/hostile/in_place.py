@@ -1,0 +1,35 @@
+"""Hostile kernels that write into their input: the oracle must judge the input as it was before the call.
+
+* ``zeroes_input`` returns uniform rows (off by up to 0.99) and zeroes its input's storage: judged against
+  the softmax of what it left behind, it would be exact.
+* ``writes_result_into_input`` computes a correct softmax, writes it into x and returns x.
+* ``declared_in_place`` does the same and says so (``Capabilities(in_place=True)``): it is correct.
+"""
+
+import torch
+
+from kernels.registry import Capabilities
+
+FP32 = frozenset({torch.float32})
+
+
+def zeroes_input(x: torch.Tensor, dim: int) -> torch.Tensor:
+    zeroes_input.capabilities.check(x, dim)
+    y = torch.full(x.shape, 1 / max(x.shape[dim], 1), dtype=x.dtype, device=x.device)
+    torch.empty(0, dtype=torch.uint8, device=x.device).set_(x.untyped_storage()).zero_()
+    return y
+
+
+def writes_result_into_input(x: torch.Tensor, dim: int) -> torch.Tensor:
+    writes_result_into_input.capabilities.check(x, dim)
+    return x.copy_(torch.softmax(x, dim)) if x.numel() else x
+
+
+def declared_in_place(x: torch.Tensor, dim: int) -> torch.Tensor:
+    declared_in_place.capabilities.check(x, dim)
+    return x.copy_(torch.softmax(x, dim))
+
+
+zeroes_input.capabilities = Capabilities(dtypes=FP32)
+writes_result_into_input.capabilities = Capabilities(dtypes=FP32, ranks=frozenset({2}))  # no expanded views
+declared_in_place.capabilities = Capabilities(dtypes=FP32, ranks=frozenset({2}), in_place=True)

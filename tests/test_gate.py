@@ -1,0 +1,117 @@
+"""The gate's verdict is honest however the suite is run: on a subset, without CI, against a hand-edited file,
+for a kernel whose tests all crash."""
+
+import json
+import math
+
+import pytest
+
+from report import baseline
+
+GATE_KERNEL = "tests.scenarios.gate_kernel:softmax"
+ACCURACY = ("tests/test_accuracy.py", "-k", "test_softmax_within_derived_bound", "--device", "cpu")
+TWO_DTYPES = ("tests/test_accuracy.py", "-k", "test_softmax_within_derived_bound and (float32 or float16) and not bfloat16",
+              "--device", "cpu", "--kernel", "torch")
+
+
+@pytest.fixture
+def made(run_pytest, tmp_path):
+    """A baseline of the gate kernel, made as the README says (no profile named)."""
+    path = tmp_path / "baseline.json"
+    result = run_pytest(*ACCURACY, "--kernel", GATE_KERNEL, "--accuracy-baseline", str(path), "--update-baseline")
+    assert result.returncode == 0, result.stdout[-3000:]
+    return path
+
+
+def test_a_gate_draws_the_baselines_inputs_whatever_the_environment(run_pytest, made):
+    """Without CI (a developer's machine), or with a profile in the environment, the gate still draws the ci
+    profile's pinned inputs: no regression of an unchanged kernel."""
+    for env in ({"CI": ""}, {"CI": "", "HYPOTHESIS_PROFILE": "dev"}, {"HYPOTHESIS_PROFILE": "nightly"}):
+        gated = run_pytest(*ACCURACY, "--kernel", GATE_KERNEL, "--accuracy-baseline", str(made), **env)
+        assert gated.returncode == 0 and "accuracy gate: no regression" in gated.stdout, (env, gated.stdout[-3000:])
+        assert "draws: profile ci, seeds pinned: 0" in gated.stdout
+
+
+def test_a_gate_refuses_settings_that_draw_other_inputs(run_pytest, made):
+    for extra in (("--hypothesis-profile", "dev"), ("--soak-seed", "3"), ("--hypothesis-seed", "3")):
+        refused = run_pytest(*ACCURACY, "--kernel", GATE_KERNEL, "--accuracy-baseline", str(made), *extra)
+        assert refused.returncode == pytest.ExitCode.USAGE_ERROR and "would draw others" in refused.stderr, extra
+
+
+def test_a_gate_replaying_an_example_database_is_not_judged(run_pytest, made, tmp_path):
+    replaying = run_pytest(*ACCURACY, "--kernel", GATE_KERNEL, "--accuracy-baseline", str(made),
+                           SOFTMAX_SUITE_EXAMPLES=str(tmp_path / "examples"))
+    assert replaying.returncode == 0, replaying.stdout[-3000:]
+    assert "not judged: the suite draws other inputs than the baseline's" in replaying.stdout
+    assert "no regression" not in replaying.stdout
+
+
+def test_a_kernel_whose_tests_all_crash_fails_the_gate(run_pytest, made, tmp_path):
+    crashed = run_pytest(*ACCURACY, "--kernel", GATE_KERNEL, "--accuracy-baseline", str(made), "--accuracy-report",
+                         str(tmp_path / "report"), SOFTMAX_SUITE_PLANT_LOSS="raise")
+    assert crashed.returncode == pytest.ExitCode.TESTS_FAILED
+    table = crashed.stdout.split("accuracy regressions against the baseline")[1]
+    assert f"{GATE_KERNEL}  softmax/float32/normal" in table and "disappeared" in table, table
+    assert "no regression" not in crashed.stdout
+    verdict = (tmp_path / "report" / "summary.md").read_text().splitlines()[2]
+    assert verdict.startswith("**FAILED") and "regression(s) against" in verdict, verdict
+
+
+def test_a_subset_is_gated_on_what_it_ran_and_says_what_it_did_not(run_pytest, tmp_path):
+    path = tmp_path / "baseline.json"
+    assert run_pytest(*TWO_DTYPES, "--accuracy-baseline", str(path), "--update-baseline").returncode == 0
+    subset = run_pytest(*TWO_DTYPES[:2], TWO_DTYPES[2].replace("(float32 or float16)", "float16"),
+                        *TWO_DTYPES[3:], "--accuracy-baseline", str(path))
+    assert subset.returncode == 0, subset.stdout[-3000:]
+    assert "accuracy gate: no regression" in subset.stdout
+    assert "accuracy gate: torch: 11 baseline categorie(s) not run in this run" in subset.stdout, subset.stdout[-2000:]
+
+
+def test_updating_a_baseline_from_a_subset_keeps_what_the_subset_did_not_measure(run_pytest, tmp_path):
+    path = tmp_path / "baseline.json"
+    assert run_pytest(*TWO_DTYPES, "--accuracy-baseline", str(path), "--update-baseline").returncode == 0
+    full = set(json.loads(path.read_text())["kernels"]["torch"])
+    fp16 = (*TWO_DTYPES[:2], TWO_DTYPES[2].replace("(float32 or float16)", "float16"), *TWO_DTYPES[3:])
+    merged = run_pytest(*fp16, "--accuracy-baseline", str(path), "--update-baseline")
+    assert merged.returncode == 0 and "kept 11 categorie(s)" in merged.stdout, merged.stdout[-2000:]
+    assert set(json.loads(path.read_text())["kernels"]["torch"]) == full
+    pruned = run_pytest(*fp16, "--accuracy-baseline", str(path), "--update-baseline", "--prune-baseline")
+    assert pruned.returncode == 0 and "pruned 11" in pruned.stdout, pruned.stdout[-2000:]
+    assert {key.split("/")[1] for key in json.loads(path.read_text())["kernels"]["torch"]} == {"float16"}
+
+
+def edits(document: dict) -> dict:
+    """Hand edits that would make a baseline gate nothing, or pass whatever the kernel does."""
+    kernel, groups = next(iter(document["kernels"].items()))
+    category = next(iter(groups))
+
+    def metric(value):
+        edited = json.loads(json.dumps(document))
+        edited["kernels"][kernel][category]["max_ulp"] = value
+        return edited
+
+    return {"NaN metric": (metric(math.nan), "finite numbers"), "infinite metric": (metric(math.inf), "finite numbers"),
+            "empty kernel": ({**document, "kernels": {kernel: {}}, "invariances": {}}, "gates nothing"),
+            "no draws": ({k: v for k, v in document.items() if k != "draws"}, "no draws fingerprint"),
+            "no kernels": ({**document, "kernels": {}, "invariances": {}}, "gates nothing"),
+            "no sources": (json.loads(json.dumps(document).replace('"tests": [', '"unsourced": [')),
+                           "the tests that measured it")}
+
+
+def test_a_hand_edited_baseline_that_would_gate_nothing_is_refused_before_any_test(run_pytest, made, tmp_path):
+    document = json.loads(made.read_text())
+    for name, (edited, message) in edits(document).items():
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps(edited))  # json writes NaN and Infinity, as a hand edit may
+        with pytest.raises(baseline.BaselineError, match=message):
+            baseline.load(path, "cpu")
+    refused = run_pytest(*ACCURACY, "--kernel", GATE_KERNEL, "--accuracy-baseline", str(tmp_path / "NaN metric.json"))
+    assert refused.returncode == pytest.ExitCode.USAGE_ERROR and "finite numbers" in refused.stderr
+    assert "passed" not in refused.stdout
+
+
+def test_a_baseline_that_is_not_utf8_is_a_usage_error(run_pytest, tmp_path):
+    path = tmp_path / "baseline.json"
+    path.write_bytes(b'{"schema_version": 2, "backend": "cpu\xff"}')
+    refused = run_pytest("tests/test_ulp.py", "--accuracy-baseline", str(path))
+    assert refused.returncode == pytest.ExitCode.USAGE_ERROR and "not readable JSON" in refused.stderr
