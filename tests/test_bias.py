@@ -27,6 +27,7 @@ from oracles.profiles import TORCH_CPU, TORCH_CUDA, UNKNOWN
 
 BIAS_ELEMENTS = 4096  # per example: enough outputs for a statistical bound of a few hundredths of an ulp
 LENGTHS = (97, 256, 781, 1000)
+DIRECTED_ROUNDING = "tests.hostile.directed_rounding"
 
 
 def bias_rows(dtype: torch.dtype, n: int) -> int:
@@ -80,6 +81,17 @@ def test_mean_signed_error_is_within_the_statistical_bound(kernel, backend, note
     one_case()
     for dtype, (ratio, figures) in sorted(worst.items(), key=str):
         note(f"{dtype}: worst |mean signed error| / allowance {ratio:.3f} ({figures})")
+
+
+def test_outputs_rounded_upward_fail_as_biased_high_and_outputs_rounded_to_nearest_pass(run_pytest):
+    """fp32 softmax computed in float64 and rounded toward +inf, each output within one ulp: caught as a kernel
+    of unknown construction; the same rounded to nearest passes."""
+    result = run_pytest("tests/test_bias.py", "-k", "test_mean_signed_error", "--kernel", f"{DIRECTED_ROUNDING}:softmax",
+                        "--kernel", f"{DIRECTED_ROUNDING}:softmax_to_nearest", "--hypothesis-profile", "ci",
+                        "--device", "cpu", "-q")
+    failed = [line for line in result.stdout.splitlines() if line.startswith("FAILED")]
+    assert len(failed) == 1 and f"[{DIRECTED_ROUNDING}:softmax]" in failed[0], result.stdout[-3000:]
+    assert "its outputs are biased high" in result.stdout and "1 passed" in result.stdout, result.stdout[-3000:]
 
 
 # ---------------------------------------------------------------------------- the bound itself
