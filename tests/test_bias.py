@@ -35,17 +35,22 @@ def bias_rows(dtype: torch.dtype, n: int) -> int:
     return max(BIAS_ELEMENTS // n, MIN_ROWS if dtype == torch.float32 else 1)
 
 
+def bias_rank(capabilities) -> int:
+    """The rank drawn: 2 (rows), or the kernel's smallest where it takes no 2-D inputs."""
+    return 2 if capabilities.ranks is None or 2 in capabilities.ranks else min(capabilities.ranks)
+
+
+def bias_dtypes(capabilities) -> list[torch.dtype]:
+    """The kernel's half and single dtypes; fp32 only with rows to average (inputs of rank 2 or more)."""
+    judged = {torch.float16, torch.bfloat16} | ({torch.float32} if bias_rank(capabilities) > 1 else set())
+    return sorted(judged & set(capabilities.dtypes), key=str)
+
+
 @st.composite
 def ordinary_rows(draw, capabilities, backend: str) -> Case:
-    """Rows of normal logits (scale 1 or 4) in one of the kernel's half or single dtypes (see :func:`bias_rows`).
-
-    fp32 needs rows: a kernel of rank-1 inputs only is drawn half dtypes alone.
-    """
-    rank = 2 if capabilities.ranks is None or 2 in capabilities.ranks else min(capabilities.ranks)
-    dtypes = sorted({torch.float16, torch.bfloat16, *([torch.float32] if rank > 1 else [])} & set(capabilities.dtypes),
-                    key=str)
-    assume(dtypes)
-    dtype = draw(st.sampled_from(dtypes))
+    """Rows of normal logits (scale 1 or 4) in one of :func:`bias_dtypes`, :func:`bias_rows` of them."""
+    rank = bias_rank(capabilities)
+    dtype = draw(st.sampled_from(bias_dtypes(capabilities)))
     caps = SIZE_CAPS[backend]
     lengths = [n for n in LENGTHS if n <= longest_row(capabilities, backend, dtype, caps)
                and (rank == 1 or bias_rows(dtype, n) * n <= caps.elements(dtype))]
@@ -57,6 +62,8 @@ def ordinary_rows(draw, capabilities, backend: str) -> Case:
 
 
 def test_mean_signed_error_is_within_the_statistical_bound(kernel, backend, note):
+    if not bias_dtypes(kernel.capabilities):
+        pytest.skip(f"{kernel.name} takes no fp16 or bf16 inputs, nor fp32 ones of rank 2 or more: no bias to judge")
     worst = {}  # dtype -> the largest |mean| / allowance seen, and its example's figures
 
     @given(case=ordinary_rows(kernel.capabilities, backend.name))
