@@ -249,8 +249,8 @@ def row_bias(x: np.ndarray, y: np.ndarray, exact: np.ndarray, out: Format, profi
     x, y, exact = (a[np.sort(first)] for a in (x, y, exact))
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
         terms = sum_terms(x, exact, out, profile)
-        used = (terms.regular & np.isfinite(y) & (exact >= out.min_normal) & (np.abs(y) >= out.min_normal)
-                & first_of_equal(exact))
+        used = terms.regular & np.isfinite(y) & (exact >= out.min_normal) & (np.abs(y) >= out.min_normal)
+        used &= first_of_equal(np.where(used, exact, np.nan))
         spacing = ulp(np.where(used, exact, 1.0), out)
         signed = np.where(used, (y - exact) / spacing, 0.0)
         position = np.where(used, exact / spacing, 0.0)  # f_j / ulp(f_j): a relative error's worth in ulps
@@ -283,7 +283,7 @@ def small_terms_error(exact: np.ndarray, terms, c: Format) -> np.ndarray:
 
 
 def first_of_equal(values: np.ndarray) -> np.ndarray:
-    """True at the first of each run of equal values within a row (rows on the last axis)."""
+    """True at the first of each run of equal values within a row (rows on the last axis; NaNs are all first)."""
     order = np.argsort(values, axis=-1, kind="stable")
     ordered = np.take_along_axis(values, order, axis=-1)
     first = np.ones(values.shape, dtype=bool)
