@@ -1,4 +1,4 @@
-"""A hostile kernel: softmax rounded toward +inf, every inexact output one ulp high.
+"""A hostile kernel: softmax rounded toward +inf, every inexact output rounded up (half an ulp high on average).
 
 ``softmax`` computes torch.softmax in float64 and rounds the result to fp32
 upward (the next fp32 value above whenever the float64 result is not
