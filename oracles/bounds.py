@@ -101,6 +101,12 @@ class Arithmetic:
     exp_ulps_per_gap: float  # c1, per unit of |d|
     div_ulps: float  # q: error of the quotient against the exact e~/S~
     flushes_subnormals: bool
+    # The largest |mean signed error| of the exp, in ulps of C at the exact value, over the gaps
+    # softmax takes (its bias: 0 for a correctly rounded exp; at most exp_ulps).  oracles/bias.py
+    # bounds what it leaves in outputs in the compute format, after the normalisation cancels most.
+    exp_bias_ulps: float
+    # The same for the division e~/S~ (or a reciprocal and a product): 0 where each rounds to nearest.
+    div_bias_ulps: float
     # Error of the final conversion to a narrower output dtype, in output ulps
     # (0.5 = round to nearest, 1 = toward zero); a dtype not listed is treated as 1.
     downcast_ulps: Mapping[torch.dtype, float] = field(default_factory=dict)

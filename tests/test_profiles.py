@@ -15,6 +15,7 @@ import triton.language as tl
 
 from kernels import full_softmax
 from kernels.launch import float64_math
+from oracles.bias import sampling_margin
 from oracles.formats import FP32, format_of, ulp
 from oracles.profiles import FULL_SOFTMAX_ARITHMETIC, TRITON_ARITHMETIC
 
@@ -59,12 +60,34 @@ def arithmetic(backend):
     return TRITON_ARITHMETIC[backend.name]
 
 
-def test_exp_within_profile(backend, arithmetic, note):
+def exp_probe_results(device) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """tl.exp on the device over softmax's gaps (down to -104, and in [-1, 0]): the gaps, results and exact values."""
     g = generator(1)
     d = torch.cat([-torch.rand(1 << 15, generator=g) * 104, -torch.rand(1 << 13, generator=g)]).float()
-    got = run(exp_probe, torch.float32, d, device=backend.device)
+    got = run(exp_probe, torch.float32, d, device=device)
     gap = d.double().numpy()
-    exact = np.exp(gap)
+    return gap, got, np.exp(gap)
+
+
+def division_probe_results(device) -> tuple[np.ndarray, np.ndarray]:
+    """``/`` on the device over a softmax's quotients (normal and subnormal dividends): results and exact values."""
+    g = generator(2)
+    a = torch.cat([torch.rand(1 << 15, generator=g), torch.rand(1 << 12, generator=g) * 2.0**-120]).float()
+    b = (torch.rand(a.numel(), generator=g) * 4096 + 1).float()
+    got = run(div_probe, torch.float32, a, b, device=device)
+    return got, a.double().numpy() / b.double().numpy()
+
+
+def mean_signed_error(got: np.ndarray, exact: np.ndarray) -> tuple[float, float]:
+    """The mean signed error over the normal results, in ulps of fp32 at the exact value, and how far a
+    sample's mean may stray from an operation's (oracles.bias.sampling_margin)."""
+    normal = exact >= FP32.min_normal
+    signed = (got - exact)[normal] / ulp(exact[normal], FP32)
+    return float(signed.mean()), sampling_margin(signed)
+
+
+def test_exp_within_profile(backend, arithmetic, note):
+    gap, got, exact = exp_probe_results(backend.device)
     allowed = arithmetic.exp_ulps + arithmetic.exp_ulps_per_gap * np.abs(gap)
     normal = exact >= FP32.min_normal
     error = np.abs(got - exact) / ulp(exact, FP32)
@@ -75,18 +98,33 @@ def test_exp_within_profile(backend, arithmetic, note):
     assert np.all((subnormal_error <= allowed[~normal] + 1) | flushed)
 
 
+def test_exp_bias_within_profile(backend, arithmetic, note):
+    """tl.exp's mean signed error over softmax's gaps within the profile's exp_bias_ulps (up to the sample's
+    own margin): a more biased exp would let biased kernels pass tests/test_bias.py."""
+    _, got, exact = exp_probe_results(backend.device)
+    mean, margin = mean_signed_error(got, exact)
+    note(f"tl.exp: mean signed error {mean:+.4f} ulp (sampling margin {margin:.4f}), allowed "
+         f"{arithmetic.exp_bias_ulps}")
+    assert abs(mean) <= arithmetic.exp_bias_ulps + margin
+
+
 def test_division_within_profile(backend, arithmetic, note):
-    g = generator(2)
-    a = torch.cat([torch.rand(1 << 15, generator=g), torch.rand(1 << 12, generator=g) * 2.0**-120]).float()
-    b = (torch.rand(a.numel(), generator=g) * 4096 + 1).float()
-    got = run(div_probe, torch.float32, a, b, device=backend.device)
-    exact = a.double().numpy() / b.double().numpy()
+    got, exact = division_probe_results(backend.device)
     normal = exact >= FP32.min_normal
     error = np.abs(got - exact) / ulp(exact, FP32)
     note(f"division: max {error[normal].max():.3f} ulp, allowed {arithmetic.div_ulps}")
     assert np.all(error[normal] <= arithmetic.div_ulps)
     flushed = (got[~normal] == 0) & arithmetic.flushes_subnormals
     assert np.all((np.abs(got - exact)[~normal] <= (arithmetic.div_ulps + 1) * FP32.min_subnormal) | flushed)
+
+
+def test_division_bias_within_profile(backend, arithmetic, note):
+    """The division's mean signed error within the profile's div_bias_ulps (up to the sample's own margin)."""
+    got, exact = division_probe_results(backend.device)
+    mean, margin = mean_signed_error(got, exact)
+    note(f"division: mean signed error {mean:+.4f} ulp (sampling margin {margin:.4f}), allowed "
+         f"{arithmetic.div_bias_ulps}")
+    assert abs(mean) <= arithmetic.div_bias_ulps + margin
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
