@@ -87,7 +87,8 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     ours, pytest_args = (argv[:argv.index("--")], argv[argv.index("--") + 1:]) if "--" in argv else (argv, [])
     parser = argparse.ArgumentParser(prog="python -m harness.nightly", description=__doc__.splitlines()[0])
-    parser.add_argument("--minutes", type=float, required=True, help="the soak's time box")
+    parser.add_argument("--minutes", type=soak.positive_minutes, required=True,
+                        help="the soak's time box: a finite number of minutes above 0")
     parser.add_argument("--out", type=Path, required=True, help="tonight's folder")
     parser.add_argument("--previous", type=Path, help="last night's folder (its fixed.json), to compare with")
     parser.add_argument("--bench", type=Path, help="bench/softmax_bandwidth.py's bandwidth.json from this device")

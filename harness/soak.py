@@ -38,6 +38,7 @@ from __future__ import annotations
 import argparse
 import functools
 import json
+import math
 import os
 import secrets
 import shlex
@@ -262,11 +263,23 @@ def write_summary(out: Path, rounds: list[dict], examples_dir: Path, pytest_args
     (out / "soak.md").write_text("\n".join(lines))
 
 
+def positive_minutes(text: str) -> float:
+    """The type of ``--minutes``: a time box of a finite number of minutes above 0."""
+    try:
+        minutes = float(text)
+    except ValueError:
+        minutes = math.nan
+    if not (math.isfinite(minutes) and minutes > 0):
+        raise argparse.ArgumentTypeError(f"the time box must be a finite number of minutes above 0, not {text!r}")
+    return minutes
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     ours, pytest_args = (argv[:argv.index("--")], argv[argv.index("--") + 1:]) if "--" in argv else (argv, [])
     parser = argparse.ArgumentParser(prog="python -m harness.soak", description=__doc__.splitlines()[0])
-    parser.add_argument("--minutes", type=float, required=True, help="the time box")
+    parser.add_argument("--minutes", type=positive_minutes, required=True,
+                        help="the time box: a finite number of minutes above 0")
     parser.add_argument("--out", type=Path, default=Path("soak"), help="where rounds and the summary go")
     parser.add_argument("--examples", type=Path, help="Hypothesis's example database (default: "
                                                        "$SOFTMAX_SUITE_EXAMPLES, else OUT/examples)")

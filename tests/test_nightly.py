@@ -10,6 +10,13 @@ from report import league
 from report.summary import ULP_BUCKETS, categorize
 
 ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]
+STALLED = "tests/scenarios/soak_stalled.py"
+
+
+def nightly_command(out, *options, tests=(STALLED, "-k", "passes")):
+    """``python -m harness.nightly`` into ``out``, its soak's rounds running ``tests`` on the CPU."""
+    return [sys.executable, "-m", "harness.nightly", "--out", str(out), *options,
+            "--", "-p", "no:xdist", "--device", "cpu", *tests]
 
 
 def stats(max_ulp, mean_ulp, correctly_rounded, worst_ratio, elements):
@@ -54,9 +61,8 @@ def test_the_league_is_written_with_a_plot_per_dtype(tmp_path):
 def test_the_driver_soaks_merges_rounds_writes_the_league_and_compares_with_last_night(tmp_path):
     def night(out, *extra):
         return subprocess.run(
-            [sys.executable, "-m", "harness.nightly", "--minutes", "0.3", "--out", str(out), *extra, "--",
-             "-p", "no:xdist", "--device", "cpu", "tests/test_accuracy.py", "-k", "test_softmax_within",
-             "--kernel", "torch"],
+            nightly_command(out, "--minutes", "0.3", *extra,
+                            tests=["tests/test_accuracy.py", "-k", "test_softmax_within", "--kernel", "torch"]),
             cwd=ROOT, env={**os.environ, "SOFTMAX_SUITE_EXAMPLES": str(tmp_path / "examples")},
             capture_output=True, text=True, timeout=600)
 
@@ -73,6 +79,15 @@ def test_the_driver_soaks_merges_rounds_writes_the_league_and_compares_with_last
     summary = (tmp_path / "two" / "nightly.md").read_text()
     assert summary.startswith("# Nightly run\n\n**PASSED**") and "no regression against" in summary
     assert "regressed: 0" in (tmp_path / "two" / "compare.txt").read_text()
+
+
+def test_a_night_whose_time_box_is_not_a_positive_number_of_minutes_is_refused(tmp_path):
+    # tests/test_soak.py tries other values: the drivers share the type of --minutes
+    result = subprocess.run(nightly_command(tmp_path / "night", "--minutes=-5"), cwd=ROOT,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "argument --minutes" in result.stderr and "above 0" in result.stderr, result.stderr
+    assert not (tmp_path / "night").exists()
 
 
 def fixed_record(kernel, values, max_ulp, replay):

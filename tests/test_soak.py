@@ -13,6 +13,7 @@ from harness import soak
 
 ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]
 SCENARIO = "tests/scenarios/soak_planted.py"
+STALLED = "tests/scenarios/soak_stalled.py"
 
 
 def test_each_test_gets_an_equal_share_of_the_workers_time():
@@ -58,14 +59,26 @@ def test_a_round_counts_its_time_from_the_end_of_collection_not_from_start_up(ru
         kept.stdout[-2000:]
 
 
+def driver_env(**env):
+    """The environment of a driver under test.  The outer run's xdist variables stay out: the soak would count
+    its workers and give each test a larger share."""
+    return {**{k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")}, **env}
+
+
+def soak_command(out, *options, tests=(STALLED, "-k", "passes"), **constants):
+    """``python -m harness.soak`` into ``out``, a round of ``tests`` on the CPU; ``constants`` of harness.soak
+    replaced (shorter waits)."""
+    patch = "".join(f"soak.{name} = {value!r}; " for name, value in constants.items())
+    driver = ["-c", f"import sys; from harness import soak; {patch}sys.exit(soak.main())"] if constants else [
+        "-m", "harness.soak"]
+    return [sys.executable, *driver, "--out", str(out), *options, "--", "-p", "no:xdist", "--device", "cpu", *tests]
+
+
 def run_soak(tmp_path, **env):
     # 24 s of testing (a round's minutes count from the end of its collection, so a loaded machine's start-up
-    # does not eat them).  The outer run's xdist variables stay out: the soak would count its workers and give
-    # each test a larger share.
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")}
-    return subprocess.run([sys.executable, "-m", "harness.soak", "--minutes", "0.4", "--out", str(tmp_path),
-                           "--", "-p", "no:xdist", "--device", "cpu", SCENARIO], cwd=ROOT, env={**clean, **env},
-                          capture_output=True, text=True, timeout=300)
+    # does not eat them).
+    return subprocess.run(soak_command(tmp_path, "--minutes", "0.4", tests=[SCENARIO]), cwd=ROOT,
+                          env=driver_env(**env), capture_output=True, text=True, timeout=300)
 
 
 def test_the_driver_runs_rounds_and_writes_what_ran(tmp_path):
@@ -114,6 +127,15 @@ from hypothesis import settings
 pytest_plugins = ["harness.seeding"]
 settings.register_profile("ci", max_examples=20, derandomize=True, database=None)
 """
+
+
+@pytest.mark.parametrize("minutes", ["-5", "0", "nan", "inf"])
+def test_a_time_box_that_is_not_a_positive_number_of_minutes_is_refused(tmp_path, minutes):
+    result = subprocess.run(soak_command(tmp_path, f"--minutes={minutes}"), cwd=ROOT, env=driver_env(),
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "argument --minutes" in result.stderr and "above 0" in result.stderr, result.stderr
+    assert not any(tmp_path.iterdir())  # no round ran
 
 
 def test_an_edit_of_a_tests_source_moves_none_of_its_ci_draws(tmp_path):
