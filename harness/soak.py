@@ -11,6 +11,9 @@ the pytest arguments after ``--``, a fresh random seed, and the round's report i
 first: the next gate run with the same variable replays what the soak found.  The
 end writes ``OUT/soak.json`` and ``OUT/soak.md`` (rounds, seeds, minutes, examples
 per test, every failure with its replay) and exits 1 if any round failed or erred.
+A round errs where a test erred, where its pytest broke (an exit status other than
+0, 1 or 5), and where it tested nothing (no test passed or failed: all skipped, or
+none collected).
 
 Seeds.  A round's seed is the base of every test's pinned seed
 (:mod:`harness.seeding`), which keeps the example database in use: a round
@@ -222,10 +225,10 @@ def run_round(number: int, args: argparse.Namespace, pytest_args: list[str], dea
         tests = json.loads((directory / "soak-log.json").read_text())["tests"]
     counts = {outcome: sum(t["outcome"] == outcome for t in tests.values())
               for outcome in ("passed", "failed", "error", "skipped")}
-    if code not in (0, 1, 5):  # 1: tests failed (counted); 5: nothing collected; others: the run broke
-        counts["error"] += 1
+    problems = round_problems(code, counts, directory / "pytest.log")
+    counts["error"] += len(problems)
     return {"round": number, "seed": round_seed, "started": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(started)),
-            "minutes": round((time.time() - started) / 60, 2), "exit_code": code, **counts,
+            "minutes": round((time.time() - started) / 60, 2), "exit_code": code, **counts, "problems": problems,
             "examples": sum(t["examples"] for t in tests.values()),
             "examples_per_test": {test: t["examples"] for test, t in sorted(tests.items())},
             "failures": [{"test": test, "outcome": t["outcome"], "report": excerpt(t.get("failure", ""))}
@@ -234,6 +237,17 @@ def run_round(number: int, args: argparse.Namespace, pytest_args: list[str], dea
                 [sys.executable, "-m", "pytest", "--hypothesis-profile", "nightly", f"--soak-seed={round_seed}",
                  *pytest_args]),
             "log": str(directory / "pytest.log")}
+
+
+def round_problems(code: int, counts: dict, log: Path) -> list[str]:
+    """What made a round err beyond its tests' own failures and errors (each counts as an error of the round)."""
+    if code not in (0, 1, 5):  # 1: tests failed (counted); 5: no test ran (below); others: the run broke
+        return [f"broke: pytest ended with exit status {code}; see {log}"]
+    if not (counts["passed"] or counts["failed"] or counts["error"]):
+        why = f"all {counts['skipped']} of its tests were skipped" if counts["skipped"] else \
+            f"pytest ran no test (exit status {code})"
+        return [f"tested nothing: {why}; see {log}"]
+    return []
 
 
 def excerpt(text: str) -> str:
@@ -254,6 +268,8 @@ def write_summary(out: Path, rounds: list[dict], examples_dir: Path, pytest_args
               f"{r['error']} | {r['skipped']} | {r['examples']} |" for r in rounds]
     lines += ["", f"Totals: {totals['passed']} passed, {totals['failed']} failed, {totals['error']} errors, "
                   f"{totals['skipped']} skipped; {totals['examples']} examples run.", ""]
+    problems = [f"* round {r['round']} {problem}" for r in rounds for problem in r["problems"]]
+    lines += (problems + [""]) if problems else []
     for r in rounds:
         for failure in r["failures"]:
             lines += [f"## {failure['outcome']}: `{failure['test']}` (round {r['round']}, seed {r['seed']})", "",
@@ -293,7 +309,8 @@ def main(argv: list[str] | None = None) -> int:
         rounds.append(run_round(len(rounds) + 1, args, pytest_args, deadline, env))
         r = rounds[-1]
         print(f"round {r['round']}: seed {r['seed']}, {r['minutes']} min, {r['passed']} passed, {r['failed']} failed, "
-              f"{r['error']} errors, {r['examples']} examples", flush=True)
+              f"{r['error']} errors, {r['examples']} examples", *(f"; {problem}" for problem in r["problems"]),
+              sep="", flush=True)
     write_summary(args.out, rounds, examples_dir, pytest_args)
     print(f"soak: {len(rounds)} round(s); summary in {args.out / 'soak.md'}; examples in {examples_dir}")
     return 1 if any(r["failed"] or r["error"] for r in rounds) else 0

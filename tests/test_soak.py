@@ -138,6 +138,17 @@ def test_a_time_box_that_is_not_a_positive_number_of_minutes_is_refused(tmp_path
     assert not any(tmp_path.iterdir())  # no round ran
 
 
+@pytest.mark.parametrize("selected, why", [("skipped", "all 1 of its tests were skipped"),
+                                            ("no_such_test", "pytest ran no test (exit status 5)")])
+def test_a_round_that_tested_nothing_fails(tmp_path, selected, why):
+    result = subprocess.run(soak_command(tmp_path, "--minutes", "0.2", tests=[STALLED, "-k", selected]), cwd=ROOT,
+                            env=driver_env(), capture_output=True, text=True, timeout=300)
+    assert result.returncode == 1, result.stdout + result.stderr
+    first = json.loads((tmp_path / "soak.json").read_text())["rounds"][0]
+    assert first["passed"] == first["failed"] == 0 and first["error"] == 1
+    assert f"round 1 tested nothing: {why}" in (tmp_path / "soak.md").read_text()
+
+
 def test_an_edit_of_a_tests_source_moves_none_of_its_ci_draws(tmp_path):
     """Derandomised draws follow a hash of the test's source: the ci gate drew other inputs than
     its baseline's after an edit of a test, and flagged correct kernels.  The pinned seed holds."""
