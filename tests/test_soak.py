@@ -3,6 +3,7 @@
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -10,6 +11,7 @@ import time
 import pytest
 
 from harness import soak
+from tests.scenarios.soak_stalled import is_running, stalled_pid
 
 ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]
 SCENARIO = "tests/scenarios/soak_planted.py"
@@ -147,6 +149,52 @@ def test_a_round_that_tested_nothing_fails(tmp_path, selected, why):
     first = json.loads((tmp_path / "soak.json").read_text())["rounds"][0]
     assert first["passed"] == first["failed"] == 0 and first["error"] == 1
     assert f"round 1 tested nothing: {why}" in (tmp_path / "soak.md").read_text()
+
+
+def start_stalling_soak(tmp_path, *options, constants=None, **env):
+    """A soak into tmp_path/soak whose round stalls in tests/scenarios/soak_stalled.py's test_stalls: the driver,
+    and the round's pytest once it stalls."""
+    pid_file = tmp_path / "stalled.pid"
+    command = soak_command(tmp_path / "soak", *options, tests=[STALLED, "-k", "stalls"], **(constants or {}))
+    driver = subprocess.Popen(command, cwd=ROOT, env=driver_env(SOFTMAX_SUITE_PID_FILE=str(pid_file), **env),
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        return driver, stalled_pid(pid_file, driver)
+    except BaseException:
+        driver.kill()
+        raise
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=lambda signum: signum.name)
+def test_a_signal_stops_the_round_and_the_driver_writes_what_ran_marked_interrupted(tmp_path, signum):
+    driver, stalled = start_stalling_soak(tmp_path, "--minutes", "1")
+    driver.send_signal(signum)
+    try:
+        output = driver.communicate(timeout=60)[0]
+    finally:
+        driver.kill()
+    assert driver.returncode == 128 + signum, output
+    assert not is_running(stalled), "the round's pytest outlived the driver"
+    summary = json.loads((tmp_path / "soak" / "soak.json").read_text())
+    assert summary["interrupted"] == signum.name and [r["round"] for r in summary["rounds"]] == [1]
+    assert summary["rounds"][0]["stopped"] == f"interrupted: stopped with {signum.name}"
+    assert (tmp_path / "soak" / "soak.md").read_text().startswith(f"# Soak\n\n**INTERRUPTED** by {signum.name}")
+
+
+def test_a_round_past_its_time_box_is_stopped_killed_if_it_ignores_that_and_errs(tmp_path):
+    driver, stalled = start_stalling_soak(tmp_path, "--minutes", "0.4",
+                                          constants={"ROUND_MARGIN_SECONDS": 2, "GRACE_SECONDS": 2},
+                                          SOFTMAX_SUITE_IGNORE_SIGTERM="1")
+    try:
+        output = driver.communicate(timeout=90)[0]
+    finally:
+        driver.kill()
+    assert driver.returncode == 1, output
+    assert not is_running(stalled), "the round's pytest outlived its time box"
+    first = json.loads((tmp_path / "soak" / "soak.json").read_text())["rounds"][0]
+    assert first["error"] == 1 and first["stopped"] == "time box"
+    assert re.search(r"^\* round 1 exceeded its time box by \d+ s: stopped with SIGTERM, then SIGKILL 2 s later",
+                     (tmp_path / "soak" / "soak.md").read_text(), re.MULTILINE), output
 
 
 def test_an_edit_of_a_tests_source_moves_none_of_its_ci_draws(tmp_path):
