@@ -19,7 +19,11 @@
    both nights reached within their time boxes: ``OUT/compare.txt``;
 5. ``OUT/nightly.md``: the verdict, the comparison, the league, the soak's rounds.
 
-Exit status 1 when a round failed or erred, or the night regressed against the previous one.
+Exit status 1 when a round failed or erred, no round wrote a report, or the night
+regressed against the previous one.  A SIGINT or SIGTERM stops the soak's round
+(:mod:`harness.soak`) and starts no other; the night's files are then written from
+the rounds that wrote a report, under the verdict INTERRUPTED, and the exit status
+is 128 plus the signal's number (130, 143).
 """
 
 from __future__ import annotations
@@ -95,34 +99,55 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(ours)
     if not any(a == "--kernel" or a.startswith("--kernel=") for a in pytest_args):
         pytest_args = ["--kernel", "all", *pytest_args]
-    soak_failed = soak.main(["--minutes", str(args.minutes), "--out", str(args.out / "soak"), "--", *pytest_args])
+    with soak.Interruption().handled() as interruption:
+        soak.main(["--minutes", str(args.minutes), "--out", str(args.out / "soak"), "--", *pytest_args], interruption)
+        return night(args, interruption)
+
+
+def night(args: argparse.Namespace, interruption: soak.Interruption) -> int:
+    """The night's files from the soak's rounds; its exit status."""
+    summary = json.loads((args.out / "soak" / "soak.json").read_text())
     rounds = sorted((args.out / "soak").glob("round-*/accuracy.json"), key=lambda p: int(p.parent.name.split("-")[1]))
-    if not rounds:
-        print("nightly: no round wrote a report; see the soak's logs", file=sys.stderr)
-        return 1
     documents = [json.loads(path.read_text()) for path in rounds]
-    tonight = merge(documents)
-    (args.out / "accuracy.json").write_text(json.dumps(tonight, indent=1, sort_keys=True) + "\n")
-    (args.out / "fixed.json").write_text(json.dumps(merge(documents, fixed=True), indent=1, sort_keys=True) + "\n")
+    tonight, written, comparison, regressed = None, [], "", False
     bench = json.loads(args.bench.read_text()) if args.bench else None
-    written = league.write(args.out, tonight, bench)
-    comparison, regressed = (("", False) if args.previous is None else
-                             compare(args.previous / "fixed.json", args.out / "fixed.json"))
-    if args.previous is not None:
-        (args.out / "compare.txt").write_text(comparison)
-    word = "FAILED" if soak_failed or regressed else "PASSED"
-    lines = ["# Nightly run", "", f"**{word}**: soak {'failed' if soak_failed else 'passed'} "
-             f"({len(rounds)} round(s), {args.minutes:g} minutes; `soak/soak.md`); "
-             + ("no previous night given" if args.previous is None else
-                f"{'regressed' if regressed else 'no regression'} against `{args.previous}`"), ""]
-    if args.previous is not None:
+    if documents:
+        tonight = merge(documents)
+        (args.out / "accuracy.json").write_text(json.dumps(tonight, indent=1, sort_keys=True) + "\n")
+        (args.out / "fixed.json").write_text(json.dumps(merge(documents, fixed=True), indent=1, sort_keys=True)
+                                             + "\n")
+        written = league.write(args.out, tonight, bench)
+        if args.previous is not None:
+            comparison, regressed = compare(args.previous / "fixed.json", args.out / "fixed.json")
+            (args.out / "compare.txt").write_text(comparison)
+    else:
+        print("nightly: no round wrote a report; see the soak's logs", file=sys.stderr)
+    failed = summary["verdict"] != "PASSED" or regressed or tonight is None
+    word = "INTERRUPTED" if interruption.signal else "FAILED" if failed else "PASSED"
+    lines = ["# Nightly run", "", headline(word, interruption, summary, len(documents), args, regressed), ""]
+    if comparison:
         lines += ["## Against the previous night", "", "```", comparison.rstrip(), "```", ""]
-    lines += league.markdown(tonight["categories"], tonight["invariances"], bench)
-    lines += [f"![{p.stem}]({p.name})" for p in written if p.suffix == ".png"] + [""]
+    if tonight is not None:
+        lines += league.markdown(tonight["categories"], tonight["invariances"], bench)
+        lines += [f"![{p.stem}]({p.name})" for p in written if p.suffix == ".png"] + [""]
     lines += (args.out / "soak" / "soak.md").read_text().replace("# Soak", "## Soak", 1).splitlines()
     (args.out / "nightly.md").write_text("\n".join(lines) + "\n")
     print(f"nightly: {word}; {args.out / 'nightly.md'}")
-    return 1 if soak_failed or regressed else 0
+    if interruption.signal:
+        return interruption.exit_status()
+    return 1 if failed else 0
+
+
+def headline(word: str, interruption: soak.Interruption, summary: dict, reports: int, args: argparse.Namespace,
+             regressed: bool) -> str:
+    """nightly.md's first line: the verdict, the soak's, and the comparison's."""
+    soaked = f"soak {summary['verdict'].lower()} ({len(summary['rounds'])} round(s), {args.minutes:g} minutes"
+    soaked += "" if reports == len(summary["rounds"]) else f", {reports} of them with a report"
+    compared = ("no previous night given" if args.previous is None else
+                "nothing to compare" if not reports else
+                f"{'regressed' if regressed else 'no regression'} against `{args.previous}`")
+    by = f" by {interruption.signal.name}" if interruption.signal else ""
+    return f"**{word}**{by}: {soaked}; `soak/soak.md`); {compared}"
 
 
 if __name__ == "__main__":

@@ -2,12 +2,14 @@
 
 import json
 import os
+import signal
 import subprocess
 import sys
 
 from harness.nightly import compare
 from report import league
 from report.summary import ULP_BUCKETS, categorize
+from tests.scenarios.soak_stalled import is_running, stalled_pid
 
 ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]
 STALLED = "tests/scenarios/soak_stalled.py"
@@ -88,6 +90,23 @@ def test_a_night_whose_time_box_is_not_a_positive_number_of_minutes_is_refused(t
     assert result.returncode == 2, result.stdout + result.stderr
     assert "argument --minutes" in result.stderr and "above 0" in result.stderr, result.stderr
     assert not (tmp_path / "night").exists()
+
+
+def test_a_signal_to_the_nightly_driver_leaves_the_night_so_far_written_and_marked_interrupted(tmp_path):
+    pid_file = tmp_path / "stalled.pid"
+    night = subprocess.Popen(nightly_command(tmp_path / "night", "--minutes", "1", tests=[STALLED, "-k", "stalls"]),
+                             cwd=ROOT, env={**os.environ, "SOFTMAX_SUITE_PID_FILE": str(pid_file)},
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        stalled = stalled_pid(pid_file, night)
+        night.send_signal(signal.SIGINT)
+        output = night.communicate(timeout=60)[0]
+    finally:
+        night.kill()
+    assert night.returncode == 130, output
+    assert not is_running(stalled), "the round's pytest outlived the nightly driver"
+    assert (tmp_path / "night" / "nightly.md").read_text().startswith("# Nightly run\n\n**INTERRUPTED** by SIGINT")
+    assert json.loads((tmp_path / "night" / "accuracy.json").read_text())["run"]["rounds"] == 1  # the stopped round
 
 
 def fixed_record(kernel, values, max_ulp, replay):
