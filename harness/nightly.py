@@ -1,14 +1,17 @@
 """The nightly job in one command: a time-boxed soak of every kernel present, its league table, and what changed.
 
     python -m harness.nightly --minutes 30 --out nightly/$(date +%F) \\
-        [--previous nightly/LAST] [--bench docs/bench/bandwidth.json] -- -n auto --device cuda
+        [--previous nightly/LAST] [--bench docs/bench/bandwidth.json] [--resume] -- -n auto --device cuda
 
 1. ``python -m harness.soak`` for the minutes given (randomised rounds of the
    ``nightly`` profile, failing examples kept for the next gate), with
    ``--kernel all`` (every registered kernel, the peers too, each skipped with
    its reason where its library is absent) unless the pytest arguments after
-   ``--`` name kernels;
-2. the rounds' records merged into ``OUT/accuracy.json`` (the format of
+   ``--`` name kernels, into ``OUT/soak`` (where that holds rounds of an earlier
+   run, ``OUT`` is refused unless ``--resume`` is given: the soak then goes on
+   after them);
+2. the records of the rounds ``OUT/soak/soak.json`` lists (this run's, and the
+   earlier ones when resumed) merged into ``OUT/accuracy.json`` (the format of
    ``--accuracy-report``; an invariance held only if it held in every round);
 3. the league table (:mod:`report.league`): ``OUT/league.md``, ``league.json``
    and, with ``--bench``, a plot of accuracy against speed per dtype;
@@ -96,19 +99,31 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, required=True, help="tonight's folder")
     parser.add_argument("--previous", type=Path, help="last night's folder (its fixed.json), to compare with")
     parser.add_argument("--bench", type=Path, help="bench/softmax_bandwidth.py's bandwidth.json from this device")
+    parser.add_argument("--resume", action="store_true",
+                        help="soak on where OUT/soak holds an earlier run's rounds, and merge them with this run's; "
+                             "without it, such an OUT is refused")
     args = parser.parse_args(ours)
+    soak.refuse_earlier_rounds(parser, args.out / "soak", args.resume)
     if not any(a == "--kernel" or a.startswith("--kernel=") for a in pytest_args):
         pytest_args = ["--kernel", "all", *pytest_args]
     with soak.Interruption().handled() as interruption:
-        soak.main(["--minutes", str(args.minutes), "--out", str(args.out / "soak"), "--", *pytest_args], interruption)
+        resume = ["--resume"] if args.resume else []
+        soak.main(["--minutes", str(args.minutes), "--out", str(args.out / "soak"), *resume, "--", *pytest_args],
+                  interruption)
         return night(args, interruption)
+
+
+def round_reports(soak_out: Path, summary: dict) -> list[dict]:
+    """The accuracy.json of each round the soak's summary lists (this run's, and earlier ones when resumed; never
+    another round folder that happens to be there), of those that wrote one."""
+    paths = [soak.round_directory(soak_out, r["round"]) / "accuracy.json" for r in summary["rounds"]]
+    return [json.loads(path.read_text()) for path in paths if path.exists()]
 
 
 def night(args: argparse.Namespace, interruption: soak.Interruption) -> int:
     """The night's files from the soak's rounds; its exit status."""
-    summary = json.loads((args.out / "soak" / "soak.json").read_text())
-    rounds = sorted((args.out / "soak").glob("round-*/accuracy.json"), key=lambda p: int(p.parent.name.split("-")[1]))
-    documents = [json.loads(path.read_text()) for path in rounds]
+    summary = soak.read_summary(args.out / "soak")
+    documents = round_reports(args.out / "soak", summary)
     tonight, written, comparison, regressed = None, [], "", False
     bench = json.loads(args.bench.read_text()) if args.bench else None
     if documents:

@@ -2,7 +2,7 @@
 
 Driver (what a nightly job runs)::
 
-    python -m harness.soak --minutes 20 [--out DIR] [--examples DIR] -- -n auto --device cuda --kernel torch
+    python -m harness.soak --minutes 20 [--out DIR] [--examples DIR] [--resume] -- -n auto --device cuda --kernel torch
 
 Each round is ``python -m pytest --hypothesis-profile nightly --soak-seed SEED`` with
 the pytest arguments after ``--``, a fresh random seed, and the round's report in
@@ -14,6 +14,10 @@ examples per test, every failure with its replay) and exits 1 if any round faile
 A round errs where a test erred, where its pytest broke (an exit status other than
 0, 1 or 5), and where it tested nothing (no test passed or failed: all skipped, or
 none collected).
+
+An ``OUT`` that holds rounds of an earlier run is refused (a usage error, exit
+status 2), unless ``--resume`` is given: then the summary lists the earlier rounds
+(those of its soak.json) and this run's, numbered after every round folder there.
 
 Stopping.  Each round's pytest runs in a session of its own: a terminal's Ctrl-C
 reaches the driver alone, which forwards SIGINT or SIGTERM to the round's pytest
@@ -54,6 +58,7 @@ import functools
 import json
 import math
 import os
+import re
 import secrets
 import shlex
 import signal
@@ -286,9 +291,38 @@ def stop(child: subprocess.Popen, signum: signal.Signals) -> str:
         return f"stopped with {signum.name}, then SIGKILL {GRACE_SECONDS:g} s later"
 
 
+ROUND_FOLDER = re.compile(r"round-(\d+)")
+
+
+def round_directory(out: Path, number: int) -> Path:
+    return out / f"round-{number}"
+
+
+def round_numbers(out: Path) -> list[int]:
+    """The numbers of the round folders in ``out``, listed in its soak.json or not (a killed run's)."""
+    names = [path.name for path in out.iterdir() if path.is_dir()] if out.is_dir() else []
+    return sorted(int(match[1]) for match in map(ROUND_FOLDER.fullmatch, names) if match)
+
+
+def refuse_earlier_rounds(parser: argparse.ArgumentParser, out: Path, resume: bool) -> None:
+    """A usage error where ``out`` holds an earlier run's rounds and ``--resume`` is not given: their folders
+    would be overwritten, or mixed with this run's."""
+    numbers = round_numbers(out)
+    if numbers and not resume:
+        parser.error(f"--out: {out} holds {len(numbers)} round(s) of an earlier run (round-{numbers[0]} to "
+                     f"round-{numbers[-1]}); add --resume to keep them in this run's summary and number this "
+                     "run's rounds after them, or give another --out")
+
+
+def read_summary(out: Path) -> dict:
+    """The soak.json in ``out``: the rounds it lists; none where there is no soak.json."""
+    path = out / "soak.json"
+    return json.loads(path.read_text()) if path.exists() else {"rounds": []}
+
+
 def run_round(number: int, args: argparse.Namespace, pytest_args: list[str], deadline: float, env: dict,
               interruption: Interruption) -> dict:
-    directory = args.out / f"round-{number}"
+    directory = round_directory(args.out, number)
     directory.mkdir(parents=True, exist_ok=True)
     round_seed = secrets.randbelow(2**32)
     minutes = (deadline - time.time()) / 60
@@ -334,8 +368,9 @@ def round_problems(code: int, counts: dict, log: Path) -> list[str]:
 
 
 def notes(record: dict) -> list[str]:
-    """What the summary says of a round beside its counts: its problems, else how the driver stopped it."""
-    return record["problems"] or ([record["stopped"]] if record["stopped"] else [])
+    """What the summary says of a round beside its counts: its problems, else how the driver stopped it (a round
+    resumed from an older driver's soak.json has neither)."""
+    return record.get("problems") or ([record["stopped"]] if record.get("stopped") else [])
 
 
 def excerpt(text: str) -> str:
@@ -406,7 +441,11 @@ def main(argv: list[str] | None = None, interruption: Interruption | None = None
     parser.add_argument("--out", type=Path, default=Path("soak"), help="where rounds and the summary go")
     parser.add_argument("--examples", type=Path, help="Hypothesis's example database (default: "
                                                        "$SOFTMAX_SUITE_EXAMPLES, else OUT/examples)")
+    parser.add_argument("--resume", action="store_true",
+                        help="add rounds to those OUT holds from an earlier run (their summary lists them all); "
+                             "without it, such an OUT is refused")
     args = parser.parse_args(ours)
+    refuse_earlier_rounds(parser, args.out, args.resume)
     if interruption is None:
         with Interruption().handled() as interruption:
             return run_soak(args, pytest_args, interruption)
@@ -419,14 +458,17 @@ def run_soak(args: argparse.Namespace, pytest_args: list[str], interruption: Int
     env = {**os.environ, "SOFTMAX_SUITE_EXAMPLES": str(examples_dir.resolve())}
     env.pop("CI", None)  # the nightly profile, not the ci one
     deadline = time.time() + args.minutes * 60
-    rounds = []
-    while interruption.signal is None and (not rounds or deadline - time.time() >= 60):  # a round needs a minute
-        rounds.append(run_round(len(rounds) + 1, args, pytest_args, deadline, env, interruption))
-        r = rounds[-1]
+    earlier = read_summary(args.out)["rounds"] if args.resume else []
+    first = max(round_numbers(args.out) + [r["round"] for r in earlier], default=0) + 1
+    done = []
+    while interruption.signal is None and (not done or deadline - time.time() >= 60):  # a round needs a minute
+        done.append(run_round(first + len(done), args, pytest_args, deadline, env, interruption))
+        r = done[-1]
         print(f"round {r['round']}: seed {r['seed']}, {r['minutes']} min, {r['passed']} passed, {r['failed']} failed, "
               f"{r['error']} errors, {r['examples']} examples", *(f"; {note}" for note in notes(r)), sep="", flush=True)
-    word = write_summary(args.out, rounds, examples_dir, pytest_args, interruption.signal)
-    print(f"soak: {word}, {len(rounds)} round(s); summary in {args.out / 'soak.md'}; examples in {examples_dir}")
+    word = write_summary(args.out, earlier + done, examples_dir, pytest_args, interruption.signal)
+    print(f"soak: {word}, {len(done)} round(s)" + (f" after {len(earlier)} earlier" if earlier else "")
+          + f"; summary in {args.out / 'soak.md'}; examples in {examples_dir}")
     if interruption.signal is not None:
         return interruption.exit_status()
     return 1 if word == "FAILED" else 0

@@ -109,6 +109,24 @@ def test_a_signal_to_the_nightly_driver_leaves_the_night_so_far_written_and_mark
     assert json.loads((tmp_path / "night" / "accuracy.json").read_text())["run"]["rounds"] == 1  # the stopped round
 
 
+def test_a_night_merges_only_the_rounds_its_soak_lists_and_a_rerun_is_refused_unless_resumed(tmp_path):
+    stray = tmp_path / "night" / "soak" / "round-1"  # a round of a killed run: no soak.json lists it
+    stray.mkdir(parents=True)
+    (stray / "accuracy.json").write_text(json.dumps({
+        "schema_version": 1, "run": {"seed": "pinned: 12345 + crc32(test name)"}, "verdict": "the stray round",
+        "failures": [], "records": [], "invariances": {}}))
+    refused = subprocess.run(nightly_command(tmp_path / "night", "--minutes", "0.2"), cwd=ROOT,
+                             capture_output=True, text=True, timeout=300)
+    assert refused.returncode == 2 and "round-1" in refused.stderr and "--resume" in refused.stderr, refused.stderr
+    assert not (tmp_path / "night" / "soak" / "round-2").exists()
+    resumed = subprocess.run(nightly_command(tmp_path / "night", "--minutes", "0.2", "--resume"), cwd=ROOT,
+                             capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
+    listed = json.loads((tmp_path / "night" / "soak" / "soak.json").read_text())["rounds"]
+    seeds = json.loads((tmp_path / "night" / "accuracy.json").read_text())["run"]["seeds"]
+    assert [r["round"] for r in listed] == [2] and seeds == [f"pinned: {listed[0]['seed']} + crc32(test name)"]
+
+
 def fixed_record(kernel, values, max_ulp, replay):
     errors = {"elements": 100, "max_ulp": max_ulp, "mean_ulp": max_ulp / 10, "correctly_rounded": 0.5,
               "max_fractional_ulp": max_ulp, "worst_ratio": 0.5, "violations": 0, "non_finite": 0, "allclose": True,

@@ -197,6 +197,24 @@ def test_a_round_past_its_time_box_is_stopped_killed_if_it_ignores_that_and_errs
                      (tmp_path / "soak" / "soak.md").read_text(), re.MULTILINE), output
 
 
+def test_a_rerun_into_a_folder_holding_rounds_is_refused_and_resume_adds_its_rounds_after_them(tmp_path):
+    def soak_into_tmp_path(*options):
+        return subprocess.run(soak_command(tmp_path, "--minutes", "0.2", *options), cwd=ROOT, env=driver_env(),
+                              capture_output=True, text=True, timeout=300)
+
+    first = soak_into_tmp_path()
+    assert first.returncode == 0, first.stdout + first.stderr
+    earlier = json.loads((tmp_path / "soak.json").read_text())
+    refused = soak_into_tmp_path()
+    assert refused.returncode == 2 and "round-1" in refused.stderr and "--resume" in refused.stderr, refused.stderr
+    assert json.loads((tmp_path / "soak.json").read_text()) == earlier and not (tmp_path / "round-2").exists()
+    resumed = soak_into_tmp_path("--resume")
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    rounds = json.loads((tmp_path / "soak.json").read_text())["rounds"]
+    assert [r["round"] for r in rounds] == [1, 2] and rounds[0] == earlier["rounds"][0]
+    assert f"| 2 | {rounds[1]['seed']} |" in (tmp_path / "soak.md").read_text()
+
+
 def test_an_edit_of_a_tests_source_moves_none_of_its_ci_draws(tmp_path):
     """Derandomised draws follow a hash of the test's source: the ci gate drew other inputs than
     its baseline's after an edit of a test, and flagged correct kernels.  The pinned seed holds."""
