@@ -9,11 +9,11 @@ the pytest arguments after ``--``, a fresh random seed, and the round's report i
 ``OUT/round-K``.  Failing examples go to Hypothesis's directory database
 (``SOFTMAX_SUITE_EXAMPLES``, default ``OUT/examples``), which every profile replays
 first: the next gate run with the same variable replays what the soak found.  The
-end writes ``OUT/soak.json`` and ``OUT/soak.md`` (the verdict; rounds, seeds, minutes,
-examples per test, every failure with its replay) and exits 1 if any round failed or erred.
-A round errs where a test erred, where its pytest broke (an exit status other than
-0, 1 or 5), and where it tested nothing (no test passed or failed: all skipped, or
-none collected).
+end writes ``OUT/soak.json`` and ``OUT/soak.md`` (the verdict; rounds, seeds,
+minutes, examples per test, every failure with its replay) and exits 1 if any
+round failed or erred.  A round errs where a test erred, where its pytest broke
+(an exit status other than 0, 1 or 5), and where it tested nothing (no test
+passed or failed: all skipped, or none collected).
 
 An ``OUT`` that holds rounds of an earlier run is refused (a usage error, exit
 status 2), unless ``--resume`` is given: then the summary lists the earlier rounds
@@ -22,12 +22,12 @@ status 2), unless ``--resume`` is given: then the summary lists the earlier roun
 Stopping.  Each round's pytest runs in a session of its own: a terminal's Ctrl-C
 reaches the driver alone, which forwards SIGINT or SIGTERM to the round's pytest
 once, gives it ``GRACE_SECONDS`` to write its soak-log and report, then kills it
-(with its xdist workers) if it is still there.
-The summary then lists the rounds done, the stopped one with what its soak-log
-holds, under the verdict INTERRUPTED (``"interrupted"`` in soak.json), and the
-exit status is 128 plus the signal's number (130, 143).  A round's pytest still
-running ``ROUND_MARGIN_SECONDS`` after the soak's end is stopped so too (SIGTERM),
-and the round errs: it exceeded its time box.
+(with its xdist workers) if it is still there.  The summary then lists the rounds
+done, the stopped one with what its soak-log holds, under the verdict INTERRUPTED
+(``"interrupted"`` in soak.json), and the exit status is 128 plus the signal's
+number (130, 143).  A round's pytest still running ``ROUND_MARGIN_SECONDS`` after
+the soak's end is stopped so too (SIGTERM), and the round errs: it exceeded its
+time box.
 
 Seeds.  A round's seed is the base of every test's pinned seed
 (:mod:`harness.seeding`), which keeps the example database in use: a round
