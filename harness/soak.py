@@ -22,12 +22,13 @@ status 2), unless ``--resume`` is given: then the summary lists the earlier roun
 Stopping.  Each round's pytest runs in a session of its own: a terminal's Ctrl-C
 reaches the driver alone, which forwards SIGINT or SIGTERM to the round's pytest
 once, gives it ``GRACE_SECONDS`` to write its soak-log and report, then kills it
-(with its xdist workers) if it is still there.  The summary then lists the rounds
-done, the stopped one with what its soak-log holds, under the verdict INTERRUPTED
-(``"interrupted"`` in soak.json), and the exit status is 128 plus the signal's
-number (130, 143).  A round's pytest still running ``ROUND_MARGIN_SECONDS`` after
-the soak's end is stopped so too (SIGTERM), and the round errs: it exceeded its
-time box.
+if it is still there.  The summary then lists the rounds done, the stopped one
+with what its soak-log holds, under the verdict INTERRUPTED (``"interrupted"`` in
+soak.json), and the exit status is 128 plus the signal's number (130, 143).  A
+round's pytest still running ``ROUND_MARGIN_SECONDS`` after the soak's end is
+stopped so too (SIGTERM), and the round errs: it exceeded its time box.  Once a
+round's pytest has ended, what is left of its process group (xdist workers whose
+controller a signal ended at once) is killed.
 
 Seeds.  A round's seed is the base of every test's pinned seed
 (:mod:`harness.seeding`), which keeps the example database in use: a round
@@ -278,17 +279,23 @@ def wait_for_round(child: subprocess.Popen, deadline: float, interruption: Inter
 
 
 def stop(child: subprocess.Popen, signum: signal.Signals) -> str:
-    """Send a round's pytest ``signum``; kill it with its process group (its xdist workers too) if it is still
-    there GRACE_SECONDS later.  What was done."""
+    """Send a round's pytest ``signum``; kill it with its process group if it is still there GRACE_SECONDS
+    later.  What was done."""
     child.send_signal(signum)
     try:
         child.wait(timeout=GRACE_SECONDS)
         return f"stopped with {signum.name}"
     except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(child.pid, signal.SIGKILL)
+        kill_group(child)
         child.wait()
         return f"stopped with {signum.name}, then SIGKILL {GRACE_SECONDS:g} s later"
+
+
+def kill_group(child: subprocess.Popen) -> None:
+    """SIGKILL to a round's process group: its pytest and xdist workers, or what is left of them (workers
+    outlive a controller that a signal ended at once)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(child.pid, signal.SIGKILL)
 
 
 ROUND_FOLDER = re.compile(r"round-(\d+)")
@@ -334,6 +341,7 @@ def run_round(number: int, args: argparse.Namespace, pytest_args: list[str], dea
     with open(directory / "pytest.log", "w") as log:
         child = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         stopped, problems = wait_for_round(child, deadline, interruption)
+    kill_group(child)  # nothing of the round outlives it
     code = child.returncode
     tests = {}
     if (directory / "soak-log.json").exists():

@@ -67,13 +67,14 @@ def driver_env(**env):
     return {**{k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")}, **env}
 
 
-def soak_command(out, *options, tests=(STALLED, "-k", "passes"), **constants):
-    """``python -m harness.soak`` into ``out``, a round of ``tests`` on the CPU; ``constants`` of harness.soak
-    replaced (shorter waits)."""
+def soak_command(out, *options, tests=(STALLED, "-k", "passes"), workers=0, **constants):
+    """``python -m harness.soak`` into ``out``, a round of ``tests`` on the CPU (under xdist with ``workers``);
+    ``constants`` of harness.soak replaced (shorter waits)."""
     patch = "".join(f"soak.{name} = {value!r}; " for name, value in constants.items())
     driver = ["-c", f"import sys; from harness import soak; {patch}sys.exit(soak.main())"] if constants else [
         "-m", "harness.soak"]
-    return [sys.executable, *driver, "--out", str(out), *options, "--", "-p", "no:xdist", "--device", "cpu", *tests]
+    xdist = ["-n", str(workers)] if workers else ["-p", "no:xdist"]
+    return [sys.executable, *driver, "--out", str(out), *options, "--", *xdist, "--device", "cpu", *tests]
 
 
 def run_soak(tmp_path, **env):
@@ -151,11 +152,12 @@ def test_a_round_that_tested_nothing_fails(tmp_path, selected, why):
     assert f"round 1 tested nothing: {why}" in (tmp_path / "soak.md").read_text()
 
 
-def start_stalling_soak(tmp_path, *options, constants=None, **env):
+def start_stalling_soak(tmp_path, *options, workers=0, constants=None, **env):
     """A soak into tmp_path/soak whose round stalls in tests/scenarios/soak_stalled.py's test_stalls: the driver,
-    and the round's pytest once it stalls."""
+    and the process running that test (the round's pytest, or its xdist worker) once it stalls."""
     pid_file = tmp_path / "stalled.pid"
-    command = soak_command(tmp_path / "soak", *options, tests=[STALLED, "-k", "stalls"], **(constants or {}))
+    command = soak_command(tmp_path / "soak", *options, tests=[STALLED, "-k", "stalls"], workers=workers,
+                           **(constants or {}))
     driver = subprocess.Popen(command, cwd=ROOT, env=driver_env(SOFTMAX_SUITE_PID_FILE=str(pid_file), **env),
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
@@ -165,16 +167,17 @@ def start_stalling_soak(tmp_path, *options, constants=None, **env):
         raise
 
 
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=lambda signum: signum.name)
-def test_a_signal_stops_the_round_and_the_driver_writes_what_ran_marked_interrupted(tmp_path, signum):
-    driver, stalled = start_stalling_soak(tmp_path, "--minutes", "1")
+@pytest.mark.parametrize("signum, workers", [(signal.SIGINT, 0), (signal.SIGTERM, 0), (signal.SIGTERM, 1)],
+                         ids=["SIGINT", "SIGTERM", "SIGTERM-to-an-xdist-round"])
+def test_a_signal_stops_the_round_and_the_driver_writes_what_ran_marked_interrupted(tmp_path, signum, workers):
+    driver, stalled = start_stalling_soak(tmp_path, "--minutes", "1", workers=workers)
     driver.send_signal(signum)
     try:
         output = driver.communicate(timeout=60)[0]
     finally:
         driver.kill()
     assert driver.returncode == 128 + signum, output
-    assert not is_running(stalled), "the round's pytest outlived the driver"
+    assert not is_running(stalled), "the stalled test's process outlived the driver"
     summary = json.loads((tmp_path / "soak" / "soak.json").read_text())
     assert summary["interrupted"] == signum.name and [r["round"] for r in summary["rounds"]] == [1]
     assert summary["rounds"][0]["stopped"] == f"interrupted: stopped with {signum.name}"
