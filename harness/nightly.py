@@ -1,14 +1,17 @@
 """The nightly job in one command: a time-boxed soak of every kernel present, its league table, and what changed.
 
     python -m harness.nightly --minutes 30 --out nightly/$(date +%F) \\
-        [--previous nightly/LAST] [--bench docs/bench/bandwidth.json] -- -n auto --device cuda
+        [--previous nightly/LAST] [--bench docs/bench/bandwidth.json] [--resume] -- -n auto --device cuda
 
 1. ``python -m harness.soak`` for the minutes given (randomised rounds of the
    ``nightly`` profile, failing examples kept for the next gate), with
    ``--kernel all`` (every registered kernel, the peers too, each skipped with
    its reason where its library is absent) unless the pytest arguments after
-   ``--`` name kernels;
-2. the rounds' records merged into ``OUT/accuracy.json`` (the format of
+   ``--`` name kernels, into ``OUT/soak`` (where that holds rounds of an earlier
+   run, ``OUT`` is refused unless ``--resume`` is given: the soak then goes on
+   after them);
+2. the records of the rounds ``OUT/soak/soak.json`` lists (this run's, and the
+   earlier ones when resumed) merged into ``OUT/accuracy.json`` (the format of
    ``--accuracy-report``; an invariance held only if it held in every round);
 3. the league table (:mod:`report.league`): ``OUT/league.md``, ``league.json``
    and, with ``--bench``, a plot of accuracy against speed per dtype;
@@ -19,7 +22,11 @@
    both nights reached within their time boxes: ``OUT/compare.txt``;
 5. ``OUT/nightly.md``: the verdict, the comparison, the league, the soak's rounds.
 
-Exit status 1 when a round failed or erred, or the night regressed against the previous one.
+Exit status 1 when a round failed or erred, no round wrote a report, or the night
+regressed against the previous one.  A SIGINT or SIGTERM stops the soak's round
+(:mod:`harness.soak`) and starts no other; the night's files are then written from
+the rounds that wrote a report, under the verdict INTERRUPTED, and the exit status
+is 128 plus the signal's number (130, 143).
 """
 
 from __future__ import annotations
@@ -87,41 +94,75 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     ours, pytest_args = (argv[:argv.index("--")], argv[argv.index("--") + 1:]) if "--" in argv else (argv, [])
     parser = argparse.ArgumentParser(prog="python -m harness.nightly", description=__doc__.splitlines()[0])
-    parser.add_argument("--minutes", type=float, required=True, help="the soak's time box")
+    parser.add_argument("--minutes", type=soak.positive_minutes, required=True,
+                        help="the soak's time box: a finite number of minutes above 0")
     parser.add_argument("--out", type=Path, required=True, help="tonight's folder")
     parser.add_argument("--previous", type=Path, help="last night's folder (its fixed.json), to compare with")
     parser.add_argument("--bench", type=Path, help="bench/softmax_bandwidth.py's bandwidth.json from this device")
+    parser.add_argument("--resume", action="store_true",
+                        help="soak on where OUT/soak holds an earlier run's rounds, and merge them with this run's; "
+                             "without it, such an OUT is refused")
     args = parser.parse_args(ours)
+    soak.refuse_earlier_rounds(parser, args.out / "soak", args.resume)
     if not any(a == "--kernel" or a.startswith("--kernel=") for a in pytest_args):
         pytest_args = ["--kernel", "all", *pytest_args]
-    soak_failed = soak.main(["--minutes", str(args.minutes), "--out", str(args.out / "soak"), "--", *pytest_args])
-    rounds = sorted((args.out / "soak").glob("round-*/accuracy.json"), key=lambda p: int(p.parent.name.split("-")[1]))
-    if not rounds:
-        print("nightly: no round wrote a report; see the soak's logs", file=sys.stderr)
-        return 1
-    documents = [json.loads(path.read_text()) for path in rounds]
-    tonight = merge(documents)
-    (args.out / "accuracy.json").write_text(json.dumps(tonight, indent=1, sort_keys=True) + "\n")
-    (args.out / "fixed.json").write_text(json.dumps(merge(documents, fixed=True), indent=1, sort_keys=True) + "\n")
+    with soak.Interruption().handled() as interruption:
+        resume = ["--resume"] if args.resume else []
+        soak.main(["--minutes", str(args.minutes), "--out", str(args.out / "soak"), *resume, "--", *pytest_args],
+                  interruption)
+        return night(args, interruption)
+
+
+def round_reports(soak_out: Path, summary: dict) -> list[dict]:
+    """The accuracy.json of each round the soak's summary lists (this run's, and earlier ones when resumed; never
+    another round folder that happens to be there), of those that wrote one."""
+    paths = [soak.round_directory(soak_out, r["round"]) / "accuracy.json" for r in summary["rounds"]]
+    return [json.loads(path.read_text()) for path in paths if path.exists()]
+
+
+def night(args: argparse.Namespace, interruption: soak.Interruption) -> int:
+    """The night's files from the soak's rounds; its exit status."""
+    summary = soak.read_summary(args.out / "soak")
+    documents = round_reports(args.out / "soak", summary)
+    tonight, written, comparison, regressed = None, [], "", False
     bench = json.loads(args.bench.read_text()) if args.bench else None
-    written = league.write(args.out, tonight, bench)
-    comparison, regressed = (("", False) if args.previous is None else
-                             compare(args.previous / "fixed.json", args.out / "fixed.json"))
-    if args.previous is not None:
-        (args.out / "compare.txt").write_text(comparison)
-    word = "FAILED" if soak_failed or regressed else "PASSED"
-    lines = ["# Nightly run", "", f"**{word}**: soak {'failed' if soak_failed else 'passed'} "
-             f"({len(rounds)} round(s), {args.minutes:g} minutes; `soak/soak.md`); "
-             + ("no previous night given" if args.previous is None else
-                f"{'regressed' if regressed else 'no regression'} against `{args.previous}`"), ""]
-    if args.previous is not None:
+    if documents:
+        tonight = merge(documents)
+        (args.out / "accuracy.json").write_text(json.dumps(tonight, indent=1, sort_keys=True) + "\n")
+        (args.out / "fixed.json").write_text(json.dumps(merge(documents, fixed=True), indent=1, sort_keys=True)
+                                             + "\n")
+        written = league.write(args.out, tonight, bench)
+        if args.previous is not None:
+            comparison, regressed = compare(args.previous / "fixed.json", args.out / "fixed.json")
+            (args.out / "compare.txt").write_text(comparison)
+    else:
+        print("nightly: no round wrote a report; see the soak's logs", file=sys.stderr)
+    failed = summary["verdict"] != "PASSED" or regressed or tonight is None
+    word = "INTERRUPTED" if interruption.signal else "FAILED" if failed else "PASSED"
+    lines = ["# Nightly run", "", headline(word, interruption, summary, len(documents), args, regressed), ""]
+    if comparison:
         lines += ["## Against the previous night", "", "```", comparison.rstrip(), "```", ""]
-    lines += league.markdown(tonight["categories"], tonight["invariances"], bench)
-    lines += [f"![{p.stem}]({p.name})" for p in written if p.suffix == ".png"] + [""]
+    if tonight is not None:
+        lines += league.markdown(tonight["categories"], tonight["invariances"], bench)
+        lines += [f"![{p.stem}]({p.name})" for p in written if p.suffix == ".png"] + [""]
     lines += (args.out / "soak" / "soak.md").read_text().replace("# Soak", "## Soak", 1).splitlines()
     (args.out / "nightly.md").write_text("\n".join(lines) + "\n")
     print(f"nightly: {word}; {args.out / 'nightly.md'}")
-    return 1 if soak_failed or regressed else 0
+    if interruption.signal:
+        return interruption.exit_status()
+    return 1 if failed else 0
+
+
+def headline(word: str, interruption: soak.Interruption, summary: dict, reports: int, args: argparse.Namespace,
+             regressed: bool) -> str:
+    """nightly.md's first line: the verdict, the soak's, and the comparison's."""
+    soaked = f"soak {summary['verdict'].lower()} ({len(summary['rounds'])} round(s), {args.minutes:g} minutes"
+    soaked += "" if reports == len(summary["rounds"]) else f", {reports} of them with a report"
+    compared = ("no previous night given" if args.previous is None else
+                "nothing to compare" if not reports else
+                f"{'regressed' if regressed else 'no regression'} against `{args.previous}`")
+    by = f" by {interruption.signal.name}" if interruption.signal else ""
+    return f"**{word}**{by}: {soaked}; `soak/soak.md`); {compared}"
 
 
 if __name__ == "__main__":

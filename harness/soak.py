@@ -2,15 +2,33 @@
 
 Driver (what a nightly job runs)::
 
-    python -m harness.soak --minutes 20 [--out DIR] [--examples DIR] -- -n auto --device cuda --kernel torch
+    python -m harness.soak --minutes 20 [--out DIR] [--examples DIR] [--resume] -- -n auto --device cuda --kernel torch
 
 Each round is ``python -m pytest --hypothesis-profile nightly --soak-seed SEED`` with
 the pytest arguments after ``--``, a fresh random seed, and the round's report in
 ``OUT/round-K``.  Failing examples go to Hypothesis's directory database
 (``SOFTMAX_SUITE_EXAMPLES``, default ``OUT/examples``), which every profile replays
 first: the next gate run with the same variable replays what the soak found.  The
-end writes ``OUT/soak.json`` and ``OUT/soak.md`` (rounds, seeds, minutes, examples
-per test, every failure with its replay) and exits 1 if any round failed or erred.
+end writes ``OUT/soak.json`` and ``OUT/soak.md`` (the verdict; rounds, seeds,
+minutes, examples per test, every failure with its replay) and exits 1 if any
+round failed or erred.  A round errs where a test erred, where its pytest broke
+(an exit status other than 0, 1 or 5), and where it tested nothing (no test
+passed or failed: all skipped, or none collected).
+
+An ``OUT`` that holds rounds of an earlier run is refused (a usage error, exit
+status 2), unless ``--resume`` is given: then the summary lists the earlier rounds
+(those of its soak.json) and this run's, numbered after every round folder there.
+
+Stopping.  Each round's pytest runs in a session of its own: a terminal's Ctrl-C
+reaches the driver alone, which forwards SIGINT or SIGTERM to the round's pytest
+once, gives it ``GRACE_SECONDS`` to write its soak-log and report, then kills it
+if it is still there.  The summary then lists the rounds done, the stopped one
+with what its soak-log holds, under the verdict INTERRUPTED (``"interrupted"`` in
+soak.json), and the exit status is 128 plus the signal's number (130, 143).  A
+round's pytest still running ``ROUND_MARGIN_SECONDS`` after the soak's end is
+stopped so too (SIGTERM), and the round errs: it exceeded its time box.  Once a
+round's pytest has ended, what is left of its process group (xdist workers whose
+controller a signal ended at once) is killed.
 
 Seeds.  A round's seed is the base of every test's pinned seed
 (:mod:`harness.seeding`), which keeps the example database in use: a round
@@ -36,11 +54,15 @@ Plugin (loaded by the root conftest; inert without ``--soak-deadline``):
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import json
+import math
 import os
+import re
 import secrets
 import shlex
+import signal
 import subprocess
 import sys
 import time
@@ -205,9 +227,111 @@ class SoakLog:
 
 # ---------------------------------------------------------------------------- the driver
 
+GRACE_SECONDS = 30.0  # a round's pytest, once signalled, has this long to write its soak-log and report
+# How long a round's pytest may run past the soak's end before the driver stops it as hung: its minutes count
+# from the end of its collection (start-up took 25 s under a loaded H100 gate), the test running at the end
+# finishes its example, and a failure found by then is shrunk, for up to Hypothesis's 5 minutes.
+ROUND_MARGIN_SECONDS = 10 * 60.0
+POLL_SECONDS = 0.2  # how often the driver looks for a signal or an overrun while a round runs
 
-def run_round(number: int, args: argparse.Namespace, pytest_args: list[str], deadline: float, env: dict) -> dict:
-    directory = args.out / f"round-{number}"
+
+class Interruption:
+    """The first SIGINT or SIGTERM the driver got, while it handles them (``with interruption.handled():``).
+
+    The handler only notes the signal: :func:`wait_for_round` forwards it to the round's pytest, once (that
+    pytest runs in a session of its own, so that a terminal's Ctrl-C reaches the driver alone), and no round
+    starts after it.
+    """
+
+    def __init__(self) -> None:
+        self.signal: signal.Signals | None = None
+
+    def __call__(self, signum: int, frame) -> None:
+        self.signal = self.signal or signal.Signals(signum)
+
+    @contextlib.contextmanager
+    def handled(self):
+        previous = {signum: signal.signal(signum, self) for signum in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            yield self
+        finally:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+
+    def exit_status(self) -> int:
+        """A shell's status for a process the signal ended: 130 for SIGINT, 143 for SIGTERM."""
+        return 128 + self.signal
+
+
+def wait_for_round(child: subprocess.Popen, deadline: float, interruption: Interruption) -> tuple[str | None, list]:
+    """Wait for a round's pytest to end by itself, or stop it: with the driver's signal, or with SIGTERM once
+    it runs ROUND_MARGIN_SECONDS past the soak's end.  How it was stopped (None: it was not), and the round's
+    problems that follow (each an error of the round)."""
+    while True:
+        try:
+            child.wait(timeout=POLL_SECONDS)
+            return None, []
+        except subprocess.TimeoutExpired:
+            pass
+        if interruption.signal is not None:
+            return f"interrupted: {stop(child, interruption.signal)}", []
+        overrun = time.time() - deadline
+        if overrun >= ROUND_MARGIN_SECONDS:
+            return "time box", [f"exceeded its time box by {overrun:.0f} s: {stop(child, signal.SIGTERM)}"]
+
+
+def stop(child: subprocess.Popen, signum: signal.Signals) -> str:
+    """Send a round's pytest ``signum``; kill it with its process group if it is still there GRACE_SECONDS
+    later.  What was done."""
+    child.send_signal(signum)
+    try:
+        child.wait(timeout=GRACE_SECONDS)
+        return f"stopped with {signum.name}"
+    except subprocess.TimeoutExpired:
+        kill_group(child)
+        child.wait()
+        return f"stopped with {signum.name}, then SIGKILL {GRACE_SECONDS:g} s later"
+
+
+def kill_group(child: subprocess.Popen) -> None:
+    """SIGKILL to a round's process group: its pytest and xdist workers, or what is left of them (workers
+    outlive a controller that a signal ended at once)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(child.pid, signal.SIGKILL)
+
+
+ROUND_FOLDER = re.compile(r"round-(\d+)")
+
+
+def round_directory(out: Path, number: int) -> Path:
+    return out / f"round-{number}"
+
+
+def round_numbers(out: Path) -> list[int]:
+    """The numbers of the round folders in ``out``, listed in its soak.json or not (a killed run's)."""
+    names = [path.name for path in out.iterdir() if path.is_dir()] if out.is_dir() else []
+    return sorted(int(match[1]) for match in map(ROUND_FOLDER.fullmatch, names) if match)
+
+
+def refuse_earlier_rounds(parser: argparse.ArgumentParser, out: Path, resume: bool) -> None:
+    """A usage error where ``out`` holds an earlier run's rounds and ``--resume`` is not given: their folders
+    would be overwritten, or mixed with this run's."""
+    numbers = round_numbers(out)
+    if numbers and not resume:
+        parser.error(f"--out: {out} holds {len(numbers)} round(s) of an earlier run (round-{numbers[0]} to "
+                     f"round-{numbers[-1]}); add --resume to keep them in this run's summary and number this "
+                     "run's rounds after them, or give another --out")
+
+
+def read_summary(out: Path) -> dict:
+    """The soak.json in ``out``: the rounds it lists; none where there is no soak.json."""
+    path = out / "soak.json"
+    return json.loads(path.read_text()) if path.exists() else {"rounds": []}
+
+
+def run_round(number: int, args: argparse.Namespace, pytest_args: list[str], deadline: float, env: dict,
+              interruption: Interruption) -> dict:
+    directory = round_directory(args.out, number)
     directory.mkdir(parents=True, exist_ok=True)
     round_seed = secrets.randbelow(2**32)
     minutes = (deadline - time.time()) / 60
@@ -217,16 +341,21 @@ def run_round(number: int, args: argparse.Namespace, pytest_args: list[str], dea
                *pytest_args]
     started = time.time()
     with open(directory / "pytest.log", "w") as log:
-        code = subprocess.run(command, env=env, stdout=log, stderr=subprocess.STDOUT).returncode
+        child = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        stopped, problems = wait_for_round(child, deadline, interruption)
+    kill_group(child)  # nothing of the round outlives it
+    code = child.returncode
     tests = {}
     if (directory / "soak-log.json").exists():
         tests = json.loads((directory / "soak-log.json").read_text())["tests"]
     counts = {outcome: sum(t["outcome"] == outcome for t in tests.values())
               for outcome in ("passed", "failed", "error", "skipped")}
-    if code not in (0, 1, 5):  # 1: tests failed (counted); 5: nothing collected; others: the run broke
-        counts["error"] += 1
+    if stopped is None:
+        problems = round_problems(code, counts, directory / "pytest.log")
+    counts["error"] += len(problems)
     return {"round": number, "seed": round_seed, "started": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(started)),
-            "minutes": round((time.time() - started) / 60, 2), "exit_code": code, **counts,
+            "minutes": round((time.time() - started) / 60, 2), "exit_code": code, "stopped": stopped, **counts,
+            "problems": problems,
             "examples": sum(t["examples"] for t in tests.values()),
             "examples_per_test": {test: t["examples"] for test, t in sorted(tests.items())},
             "failures": [{"test": test, "outcome": t["outcome"], "report": excerpt(t.get("failure", ""))}
@@ -237,6 +366,23 @@ def run_round(number: int, args: argparse.Namespace, pytest_args: list[str], dea
             "log": str(directory / "pytest.log")}
 
 
+def round_problems(code: int, counts: dict, log: Path) -> list[str]:
+    """What made a round err beyond its tests' own failures and errors (each counts as an error of the round)."""
+    if code not in (0, 1, 5):  # 1: tests failed (counted); 5: no test ran (below); others: the run broke
+        return [f"broke: pytest ended with exit status {code}; see {log}"]
+    if not (counts["passed"] or counts["failed"] or counts["error"]):
+        why = f"all {counts['skipped']} of its tests were skipped" if counts["skipped"] else \
+            f"pytest ran no test (exit status {code})"
+        return [f"tested nothing: {why}; see {log}"]
+    return []
+
+
+def notes(record: dict) -> list[str]:
+    """What the summary says of a round beside its counts: its problems, else how the driver stopped it (a round
+    resumed from an older driver's soak.json has neither)."""
+    return record.get("problems") or ([record["stopped"]] if record.get("stopped") else [])
+
+
 def excerpt(text: str) -> str:
     """The lines of a failure report that say what failed: pytest's E lines, and the end."""
     lines = text.splitlines()
@@ -244,17 +390,36 @@ def excerpt(text: str) -> str:
     return "\n".join(errors + ["..."] + lines[-15:])
 
 
-def write_summary(out: Path, rounds: list[dict], examples_dir: Path, pytest_args: list[str]) -> None:
+def verdict(rounds: list[dict], interrupted: signal.Signals | None) -> tuple[str, str]:
+    """The soak's verdict word, and the line that explains it."""
+    if interrupted is not None:
+        return "INTERRUPTED", (f"by {interrupted.name} after {len(rounds)} round(s), listed below with what they "
+                               "ran: not a verdict on the time box")
+    failed = sum(bool(r["failed"] or r["error"]) for r in rounds)
+    if failed:
+        return "FAILED", f"{failed} of {len(rounds)} round(s) failed or erred"
+    return "PASSED", f"{len(rounds)} round(s), nothing failed or erred"
+
+
+def write_summary(out: Path, rounds: list[dict], examples_dir: Path, pytest_args: list[str],
+                  interrupted: signal.Signals | None) -> str:
+    """soak.json and soak.md; the verdict word."""
     totals = {key: sum(r[key] for r in rounds) for key in ("passed", "failed", "error", "skipped", "examples")}
-    (out / "soak.json").write_text(json.dumps({"rounds": rounds, "totals": totals,
+    word, why = verdict(rounds, interrupted)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "soak.json").write_text(json.dumps({"verdict": word, "interrupted": interrupted and interrupted.name,
+                                               "rounds": rounds, "totals": totals,
                                                "examples_dir": str(examples_dir)}, indent=1) + "\n")
-    lines = ["# Soak", "", f"pytest arguments: `{shlex.join(pytest_args)}`; examples database: `{examples_dir}`", "",
+    lines = ["# Soak", "", f"**{word}** {why}.", "",
+             f"pytest arguments: `{shlex.join(pytest_args)}`; examples database: `{examples_dir}`", "",
              "| round | seed | minutes | exit | passed | failed | errors | skipped | examples |",
              "|---|---|---|---|---|---|---|---|---|"]
     lines += [f"| {r['round']} | {r['seed']} | {r['minutes']} | {r['exit_code']} | {r['passed']} | {r['failed']} | "
               f"{r['error']} | {r['skipped']} | {r['examples']} |" for r in rounds]
     lines += ["", f"Totals: {totals['passed']} passed, {totals['failed']} failed, {totals['error']} errors, "
                   f"{totals['skipped']} skipped; {totals['examples']} examples run.", ""]
+    noted = [f"* round {r['round']} {note}" for r in rounds for note in notes(r)]
+    lines += (noted + [""]) if noted else []
     for r in rounds:
         for failure in r["failures"]:
             lines += [f"## {failure['outcome']}: `{failure['test']}` (round {r['round']}, seed {r['seed']})", "",
@@ -262,30 +427,61 @@ def write_summary(out: Path, rounds: list[dict], examples_dir: Path, pytest_args
     lines += [f"The next gate replays what this soak found: `SOFTMAX_SUITE_EXAMPLES={examples_dir} "
               "python -m pytest ...`", ""]
     (out / "soak.md").write_text("\n".join(lines))
+    return word
 
 
-def main(argv: list[str] | None = None) -> int:
+def positive_minutes(text: str) -> float:
+    """The type of ``--minutes``: a time box of a finite number of minutes above 0."""
+    try:
+        minutes = float(text)
+    except ValueError:
+        minutes = math.nan
+    if not (math.isfinite(minutes) and minutes > 0):
+        raise argparse.ArgumentTypeError(f"the time box must be a finite number of minutes above 0, not {text!r}")
+    return minutes
+
+
+def main(argv: list[str] | None = None, interruption: Interruption | None = None) -> int:
+    """The driver; ``interruption``: one its caller already handles (else it handles SIGINT and SIGTERM itself)."""
     argv = sys.argv[1:] if argv is None else argv
     ours, pytest_args = (argv[:argv.index("--")], argv[argv.index("--") + 1:]) if "--" in argv else (argv, [])
     parser = argparse.ArgumentParser(prog="python -m harness.soak", description=__doc__.splitlines()[0])
-    parser.add_argument("--minutes", type=float, required=True, help="the time box")
+    parser.add_argument("--minutes", type=positive_minutes, required=True,
+                        help="the time box: a finite number of minutes above 0")
     parser.add_argument("--out", type=Path, default=Path("soak"), help="where rounds and the summary go")
     parser.add_argument("--examples", type=Path, help="Hypothesis's example database (default: "
                                                        "$SOFTMAX_SUITE_EXAMPLES, else OUT/examples)")
+    parser.add_argument("--resume", action="store_true",
+                        help="add rounds to those OUT holds from an earlier run (their summary lists them all); "
+                             "without it, such an OUT is refused")
     args = parser.parse_args(ours)
+    refuse_earlier_rounds(parser, args.out, args.resume)
+    if interruption is None:
+        with Interruption().handled() as interruption:
+            return run_soak(args, pytest_args, interruption)
+    return run_soak(args, pytest_args, interruption)
+
+
+def run_soak(args: argparse.Namespace, pytest_args: list[str], interruption: Interruption) -> int:
+    """Rounds until the time box is spent or a signal comes, their summary, and the exit status."""
     examples_dir = args.examples or Path(os.environ.get("SOFTMAX_SUITE_EXAMPLES") or args.out / "examples")
     env = {**os.environ, "SOFTMAX_SUITE_EXAMPLES": str(examples_dir.resolve())}
     env.pop("CI", None)  # the nightly profile, not the ci one
     deadline = time.time() + args.minutes * 60
-    rounds = []
-    while not rounds or deadline - time.time() >= 60:  # a round needs a minute at least
-        rounds.append(run_round(len(rounds) + 1, args, pytest_args, deadline, env))
-        r = rounds[-1]
+    earlier = read_summary(args.out)["rounds"] if args.resume else []
+    first = max(round_numbers(args.out) + [r["round"] for r in earlier], default=0) + 1
+    done = []
+    while interruption.signal is None and (not done or deadline - time.time() >= 60):  # a round needs a minute
+        done.append(run_round(first + len(done), args, pytest_args, deadline, env, interruption))
+        r = done[-1]
         print(f"round {r['round']}: seed {r['seed']}, {r['minutes']} min, {r['passed']} passed, {r['failed']} failed, "
-              f"{r['error']} errors, {r['examples']} examples", flush=True)
-    write_summary(args.out, rounds, examples_dir, pytest_args)
-    print(f"soak: {len(rounds)} round(s); summary in {args.out / 'soak.md'}; examples in {examples_dir}")
-    return 1 if any(r["failed"] or r["error"] for r in rounds) else 0
+              f"{r['error']} errors, {r['examples']} examples", *(f"; {note}" for note in notes(r)), sep="", flush=True)
+    word = write_summary(args.out, earlier + done, examples_dir, pytest_args, interruption.signal)
+    print(f"soak: {word}, {len(done)} round(s)" + (f" after {len(earlier)} earlier" if earlier else "")
+          + f"; summary in {args.out / 'soak.md'}; examples in {examples_dir}")
+    if interruption.signal is not None:
+        return interruption.exit_status()
+    return 1 if word == "FAILED" else 0
 
 
 if __name__ == "__main__":

@@ -2,14 +2,23 @@
 
 import json
 import os
+import signal
 import subprocess
 import sys
 
 from harness.nightly import compare
 from report import league
 from report.summary import ULP_BUCKETS, categorize
+from tests.scenarios.soak_stalled import is_running, stalled_pid
 
 ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]
+STALLED = "tests/scenarios/soak_stalled.py"
+
+
+def nightly_command(out, *options, tests=(STALLED, "-k", "passes")):
+    """``python -m harness.nightly`` into ``out``, its soak's rounds running ``tests`` on the CPU."""
+    return [sys.executable, "-m", "harness.nightly", "--out", str(out), *options,
+            "--", "-p", "no:xdist", "--device", "cpu", *tests]
 
 
 def stats(max_ulp, mean_ulp, correctly_rounded, worst_ratio, elements):
@@ -54,9 +63,8 @@ def test_the_league_is_written_with_a_plot_per_dtype(tmp_path):
 def test_the_driver_soaks_merges_rounds_writes_the_league_and_compares_with_last_night(tmp_path):
     def night(out, *extra):
         return subprocess.run(
-            [sys.executable, "-m", "harness.nightly", "--minutes", "0.3", "--out", str(out), *extra, "--",
-             "-p", "no:xdist", "--device", "cpu", "tests/test_accuracy.py", "-k", "test_softmax_within",
-             "--kernel", "torch"],
+            nightly_command(out, "--minutes", "0.3", *extra,
+                            tests=["tests/test_accuracy.py", "-k", "test_softmax_within", "--kernel", "torch"]),
             cwd=ROOT, env={**os.environ, "SOFTMAX_SUITE_EXAMPLES": str(tmp_path / "examples")},
             capture_output=True, text=True, timeout=600)
 
@@ -73,6 +81,50 @@ def test_the_driver_soaks_merges_rounds_writes_the_league_and_compares_with_last
     summary = (tmp_path / "two" / "nightly.md").read_text()
     assert summary.startswith("# Nightly run\n\n**PASSED**") and "no regression against" in summary
     assert "regressed: 0" in (tmp_path / "two" / "compare.txt").read_text()
+
+
+def test_a_night_whose_time_box_is_not_a_positive_number_of_minutes_is_refused(tmp_path):
+    # tests/test_soak.py tries other values: the drivers share the type of --minutes
+    result = subprocess.run(nightly_command(tmp_path / "night", "--minutes=-5"), cwd=ROOT,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "argument --minutes" in result.stderr and "above 0" in result.stderr, result.stderr
+    assert not (tmp_path / "night").exists()
+
+
+def test_a_signal_to_the_nightly_driver_leaves_the_night_so_far_written_and_marked_interrupted(tmp_path):
+    pid_file = tmp_path / "stalled.pid"
+    night = subprocess.Popen(nightly_command(tmp_path / "night", "--minutes", "1", tests=[STALLED, "-k", "stalls"]),
+                             cwd=ROOT, env={**os.environ, "SOFTMAX_SUITE_PID_FILE": str(pid_file)},
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        stalled = stalled_pid(pid_file, night)
+        night.send_signal(signal.SIGINT)
+        output = night.communicate(timeout=60)[0]
+    finally:
+        night.kill()
+    assert night.returncode == 130, output
+    assert not is_running(stalled), "the round's pytest outlived the nightly driver"
+    assert (tmp_path / "night" / "nightly.md").read_text().startswith("# Nightly run\n\n**INTERRUPTED** by SIGINT")
+    assert json.loads((tmp_path / "night" / "accuracy.json").read_text())["run"]["rounds"] == 1  # the stopped round
+
+
+def test_a_night_merges_only_the_rounds_its_soak_lists_and_a_rerun_is_refused_unless_resumed(tmp_path):
+    stray = tmp_path / "night" / "soak" / "round-1"  # a round of a killed run: no soak.json lists it
+    stray.mkdir(parents=True)
+    (stray / "accuracy.json").write_text(json.dumps({
+        "schema_version": 1, "run": {"seed": "pinned: 12345 + crc32(test name)"}, "verdict": "the stray round",
+        "failures": [], "records": [], "invariances": {}}))
+    refused = subprocess.run(nightly_command(tmp_path / "night", "--minutes", "0.2"), cwd=ROOT,
+                             capture_output=True, text=True, timeout=300)
+    assert refused.returncode == 2 and "round-1" in refused.stderr and "--resume" in refused.stderr, refused.stderr
+    assert not (tmp_path / "night" / "soak" / "round-2").exists()
+    resumed = subprocess.run(nightly_command(tmp_path / "night", "--minutes", "0.2", "--resume"), cwd=ROOT,
+                             capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
+    listed = json.loads((tmp_path / "night" / "soak" / "soak.json").read_text())["rounds"]
+    seeds = json.loads((tmp_path / "night" / "accuracy.json").read_text())["run"]["seeds"]
+    assert [r["round"] for r in listed] == [2] and seeds == [f"pinned: {listed[0]['seed']} + crc32(test name)"]
 
 
 def fixed_record(kernel, values, max_ulp, replay):

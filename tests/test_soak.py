@@ -3,6 +3,7 @@
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -10,9 +11,11 @@ import time
 import pytest
 
 from harness import soak
+from tests.scenarios.soak_stalled import is_running, stalled_pid
 
 ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]
 SCENARIO = "tests/scenarios/soak_planted.py"
+STALLED = "tests/scenarios/soak_stalled.py"
 
 
 def test_each_test_gets_an_equal_share_of_the_workers_time():
@@ -58,14 +61,27 @@ def test_a_round_counts_its_time_from_the_end_of_collection_not_from_start_up(ru
         kept.stdout[-2000:]
 
 
+def driver_env(**env):
+    """The environment of a driver under test.  The outer run's xdist variables stay out: the soak would count
+    its workers and give each test a larger share."""
+    return {**{k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")}, **env}
+
+
+def soak_command(out, *options, tests=(STALLED, "-k", "passes"), workers=0, **constants):
+    """``python -m harness.soak`` into ``out``, a round of ``tests`` on the CPU (under xdist with ``workers``);
+    ``constants`` of harness.soak replaced (shorter waits)."""
+    patch = "".join(f"soak.{name} = {value!r}; " for name, value in constants.items())
+    driver = ["-c", f"import sys; from harness import soak; {patch}sys.exit(soak.main())"] if constants else [
+        "-m", "harness.soak"]
+    xdist = ["-n", str(workers)] if workers else ["-p", "no:xdist"]
+    return [sys.executable, *driver, "--out", str(out), *options, "--", *xdist, "--device", "cpu", *tests]
+
+
 def run_soak(tmp_path, **env):
     # 24 s of testing (a round's minutes count from the end of its collection, so a loaded machine's start-up
-    # does not eat them).  The outer run's xdist variables stay out: the soak would count its workers and give
-    # each test a larger share.
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")}
-    return subprocess.run([sys.executable, "-m", "harness.soak", "--minutes", "0.4", "--out", str(tmp_path),
-                           "--", "-p", "no:xdist", "--device", "cpu", SCENARIO], cwd=ROOT, env={**clean, **env},
-                          capture_output=True, text=True, timeout=300)
+    # does not eat them).
+    return subprocess.run(soak_command(tmp_path, "--minutes", "0.4", tests=[SCENARIO]), cwd=ROOT,
+                          env=driver_env(**env), capture_output=True, text=True, timeout=300)
 
 
 def test_the_driver_runs_rounds_and_writes_what_ran(tmp_path):
@@ -114,6 +130,92 @@ from hypothesis import settings
 pytest_plugins = ["harness.seeding"]
 settings.register_profile("ci", max_examples=20, derandomize=True, database=None)
 """
+
+
+@pytest.mark.parametrize("minutes", ["-5", "0", "nan", "inf"])
+def test_a_time_box_that_is_not_a_positive_number_of_minutes_is_refused(tmp_path, minutes):
+    result = subprocess.run(soak_command(tmp_path, f"--minutes={minutes}"), cwd=ROOT, env=driver_env(),
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "argument --minutes" in result.stderr and "above 0" in result.stderr, result.stderr
+    assert not any(tmp_path.iterdir())  # no round ran
+
+
+@pytest.mark.parametrize("selected, why", [("skipped", "all 1 of its tests were skipped"),
+                                            ("no_such_test", "pytest ran no test (exit status 5)")])
+def test_a_round_that_tested_nothing_fails(tmp_path, selected, why):
+    result = subprocess.run(soak_command(tmp_path, "--minutes", "0.2", tests=[STALLED, "-k", selected]), cwd=ROOT,
+                            env=driver_env(), capture_output=True, text=True, timeout=300)
+    assert result.returncode == 1, result.stdout + result.stderr
+    first = json.loads((tmp_path / "soak.json").read_text())["rounds"][0]
+    assert first["passed"] == first["failed"] == 0 and first["error"] == 1
+    assert f"round 1 tested nothing: {why}" in (tmp_path / "soak.md").read_text()
+
+
+def start_stalling_soak(tmp_path, *options, workers=0, constants=None, **env):
+    """A soak into tmp_path/soak whose round stalls in tests/scenarios/soak_stalled.py's test_stalls: the driver,
+    and the process running that test (the round's pytest, or its xdist worker) once it stalls."""
+    pid_file = tmp_path / "stalled.pid"
+    command = soak_command(tmp_path / "soak", *options, tests=[STALLED, "-k", "stalls"], workers=workers,
+                           **(constants or {}))
+    driver = subprocess.Popen(command, cwd=ROOT, env=driver_env(SOFTMAX_SUITE_PID_FILE=str(pid_file), **env),
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        return driver, stalled_pid(pid_file, driver)
+    except BaseException:
+        driver.kill()
+        raise
+
+
+@pytest.mark.parametrize("signum, workers", [(signal.SIGINT, 0), (signal.SIGTERM, 0), (signal.SIGTERM, 1)],
+                         ids=["SIGINT", "SIGTERM", "SIGTERM-to-an-xdist-round"])
+def test_a_signal_stops_the_round_and_the_driver_writes_what_ran_marked_interrupted(tmp_path, signum, workers):
+    driver, stalled = start_stalling_soak(tmp_path, "--minutes", "1", workers=workers)
+    driver.send_signal(signum)
+    try:
+        output = driver.communicate(timeout=60)[0]
+    finally:
+        driver.kill()
+    assert driver.returncode == 128 + signum, output
+    assert not is_running(stalled), "the stalled test's process outlived the driver"
+    summary = json.loads((tmp_path / "soak" / "soak.json").read_text())
+    assert summary["interrupted"] == signum.name and [r["round"] for r in summary["rounds"]] == [1]
+    assert summary["rounds"][0]["stopped"] == f"interrupted: stopped with {signum.name}"
+    assert (tmp_path / "soak" / "soak.md").read_text().startswith(f"# Soak\n\n**INTERRUPTED** by {signum.name}")
+
+
+def test_a_round_past_its_time_box_is_stopped_killed_if_it_ignores_that_and_errs(tmp_path):
+    driver, stalled = start_stalling_soak(tmp_path, "--minutes", "0.4",
+                                          constants={"ROUND_MARGIN_SECONDS": 2, "GRACE_SECONDS": 2},
+                                          SOFTMAX_SUITE_IGNORE_SIGTERM="1")
+    try:
+        output = driver.communicate(timeout=90)[0]
+    finally:
+        driver.kill()
+    assert driver.returncode == 1, output
+    assert not is_running(stalled), "the round's pytest outlived its time box"
+    first = json.loads((tmp_path / "soak" / "soak.json").read_text())["rounds"][0]
+    assert first["error"] == 1 and first["stopped"] == "time box"
+    assert re.search(r"^\* round 1 exceeded its time box by \d+ s: stopped with SIGTERM, then SIGKILL 2 s later",
+                     (tmp_path / "soak" / "soak.md").read_text(), re.MULTILINE), output
+
+
+def test_a_rerun_into_a_folder_holding_rounds_is_refused_and_resume_adds_its_rounds_after_them(tmp_path):
+    def soak_into_tmp_path(*options):
+        return subprocess.run(soak_command(tmp_path, "--minutes", "0.2", *options), cwd=ROOT, env=driver_env(),
+                              capture_output=True, text=True, timeout=300)
+
+    first = soak_into_tmp_path()
+    assert first.returncode == 0, first.stdout + first.stderr
+    earlier = json.loads((tmp_path / "soak.json").read_text())
+    refused = soak_into_tmp_path()
+    assert refused.returncode == 2 and "round-1" in refused.stderr and "--resume" in refused.stderr, refused.stderr
+    assert json.loads((tmp_path / "soak.json").read_text()) == earlier and not (tmp_path / "round-2").exists()
+    resumed = soak_into_tmp_path("--resume")
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    rounds = json.loads((tmp_path / "soak.json").read_text())["rounds"]
+    assert [r["round"] for r in rounds] == [1, 2] and rounds[0] == earlier["rounds"][0]
+    assert f"| 2 | {rounds[1]['seed']} |" in (tmp_path / "soak.md").read_text()
 
 
 def test_an_edit_of_a_tests_source_moves_none_of_its_ci_draws(tmp_path):
