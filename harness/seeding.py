@@ -27,7 +27,7 @@ import zlib
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 
-from .session import GATE_PROFILE, Draws, session_of
+from .session import GATE_PROFILE, SESSION, Draws, decide_draws
 
 SCHEME = "base + crc32(module.qualname), accuracy tests per dtype"  # in the fingerprint: a new scheme draws other inputs
 _base: int | None = None  # this process's base seed, if seeds are pinned
@@ -78,8 +78,10 @@ def draws_fingerprint(backend: str, draws: Draws = GATE_DRAWS, examples: int = 4
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    """The base the session decided; loaded without the suite's session (a plugin of its own), the same rules."""
     global _base
-    _base = session_of(config).draws.seed_base
+    run = config.stash.get(SESSION, None)
+    _base = (run.draws if run is not None else decide_draws(config, None)).seed_base
 
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list) -> None:

@@ -57,10 +57,12 @@ class Draws:
     seed_base: int | None  # pinned seeds' base; None: Hypothesis's own
     database: str | None  # the example database replayed first ($SOFTMAX_SUITE_EXAMPLES), if any
 
+    def seeds(self) -> str:
+        return f"pinned: {self.seed_base} + crc32(test name)" if self.seed_base is not None else "not pinned"
+
     def describe(self) -> str:
-        seeds = f"pinned: {self.seed_base} + crc32(test name)" if self.seed_base is not None else "not pinned"
         replayed = f"; replays the example database {self.database}" if self.database else ""
-        return f"profile {self.profile}, seeds {seeds}{replayed}"
+        return f"profile {self.profile}, seeds {self.seeds()}{replayed}"
 
 
 @dataclass(frozen=True)
@@ -126,7 +128,7 @@ def gate_of(config: pytest.Config, backend: str) -> Gate | None:
 def decide_draws(config: pytest.Config, gate: Gate | None) -> Draws:
     """The profile, seed base and example database of this run (the rules in the module docstring)."""
     chosen = config.getoption("hypothesis_profile", None)
-    soak_seed = config.getoption("soak_seed")
+    soak_seed = config.getoption("soak_seed", None)  # None also where this module is not a plugin of the run
     database = os.environ.get("SOFTMAX_SUITE_EXAMPLES") or None
     if gate is not None:
         clashes = [f"--hypothesis-profile {chosen}" if chosen not in (None, GATE_PROFILE) else None,

@@ -211,16 +211,22 @@ class SoakLog:
         self.tests: dict[str, dict] = {}
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        entry = self.tests.setdefault(report.nodeid, {"outcome": "passed", "duration": 0.0, "examples": 0})
+        # "started" until a phase decides: a test cut short by an interruption never passed.
+        entry = self.tests.setdefault(report.nodeid, {"outcome": "started", "duration": 0.0, "examples": 0})
         entry["duration"] += report.duration
         entry["examples"] += sum(payload.of(report, EXAMPLES))
         if report.failed:
             entry["outcome"] = "failed" if report.when == "call" else "error"
             entry["failure"] = report.longreprtext
-        elif report.skipped and entry["outcome"] == "passed":
+        elif report.skipped and entry["outcome"] == "started":
             entry["outcome"] = "skipped"
+        elif report.when == "call" and report.passed and entry["outcome"] == "started":
+            entry["outcome"] = "passed"
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        for entry in self.tests.values():
+            if entry["outcome"] == "started":
+                entry["outcome"] = "interrupted"
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.path.write_text(json.dumps({"exitstatus": int(exitstatus), "tests": self.tests}, indent=1) + "\n")
 

@@ -204,7 +204,8 @@ def other_draws(reference: dict, run: dict) -> str | None:
     if made == now:
         return None
     return (f"the suite draws other inputs than the baseline's (fingerprint {made} there, {now} here: other "
-            f"strategies, Hypothesis version, seeding or example database; this run: {run.get('seed')}); "
+            f"strategies, Hypothesis version, profile, seeding or an example database replayed: this run's seeds "
+            f"{run.get('seed')}, database {run.get('example_database')}); "
             "remake the baseline with --update-baseline")
 
 

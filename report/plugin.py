@@ -111,7 +111,8 @@ def run_metadata(config: pytest.Config) -> dict:
         # ATen's CPU kernels differ by instruction set (AVX2, AVX512): torch's CPU numbers with them.
         "cpu_capability": torch.backends.cpu.get_cpu_capability(),
         "profile": run.draws.profile,
-        "seed": run.draws.describe(),
+        "seed": run.draws.seeds(),
+        "example_database": run.draws.database,
         "draws": seeding.draws_fingerprint(run.backend.name, run.draws),
         "git_commit": git_commit(config.rootpath),
         "started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
