@@ -50,12 +50,16 @@ def describe_input(x: torch.Tensor, dim: int) -> str:
             f"dtype={x.dtype} dim={dim} device={x.device}")
 
 
-class ContractBroken(AssertionError):
-    """A kernel call broke a rule every kernel must keep (its input unchanged, a fresh output...)."""
+class SuiteFailure(AssertionError):
+    """A failure the suite explains itself, in a few lines: the report shows its message, not a traceback."""
 
     def __init__(self, message: str, replay: str | None = None) -> None:
         super().__init__(message)
         self.replay = replay  # the one-step replay command, for the reports
+
+
+class ContractBroken(SuiteFailure):
+    """A kernel call broke a rule every kernel must keep (its input unchanged, a fresh output...)."""
 
 
 class KernelHang(BaseException):
@@ -95,7 +99,7 @@ def set_example(kwargs: dict) -> None:
     CONTEXT.case = next((value for value in kwargs.values() if isinstance(value, Case)), None)
 
 
-def replay_command(kernel: str, op: str) -> str | None:
+def replay_command(kernel: KernelSpec, op: str) -> str | None:
     """The one-step replay of the example in progress, when it has a Case."""
     if CONTEXT.case is None or not CONTEXT.backend:
         return None
@@ -108,10 +112,14 @@ def replay_command(kernel: str, op: str) -> str | None:
 
 
 class Breadcrumbs:
-    """One JSON file per process in a run's folder: the kernel call in progress, if any."""
+    """One JSON file per process in a run's folder: the kernel call in progress, if any.
+
+    Rewritten twice a call, so kept open and overwritten in place (a rename per write cost a millisecond
+    here); a reader meeting a torn write reads no breadcrumb, never a wrong one."""
 
     def __init__(self, folder: Path | None, process: str) -> None:
         self.path = None if folder is None else Path(folder) / f"{process}.json"
+        self._fd: int | None = None
 
     def started(self, call: dict) -> None:
         self._write({**call, "state": "running", "since": time.time()})
@@ -126,9 +134,11 @@ class Breadcrumbs:
         if self.path is None:
             return
         try:
-            temporary = self.path.with_suffix(".tmp")
-            temporary.write_text(json.dumps(entry))
-            os.replace(temporary, self.path)  # a reader never sees half a breadcrumb
+            if self._fd is None:
+                self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o644)
+            data = json.dumps(entry).encode()
+            os.ftruncate(self._fd, 0)
+            os.pwrite(self._fd, data, 0)
         except OSError:
             pass  # a breadcrumb is a courtesy for post-mortems: never fail a call for it
 
@@ -279,14 +289,14 @@ class Guard:
     breadcrumbs: Breadcrumbs
     outputs: Outputs
 
-    def call(self, kernel: str, op: str, capabilities, function: Callable, x, dim, args: tuple, kwargs: dict):
+    def call(self, spec: KernelSpec, op: str, function: Callable, x, dim, args: tuple, kwargs: dict):
         if not has_storage(x):  # refused inputs without memory (meta, sparse, nested): nothing to guard
             return function(x, *args, **kwargs)
         inputs = [t for t in (x, *args, *kwargs.values()) if has_storage(t)]
-        call = {"test": CONTEXT.test, "kernel": kernel, "op": op, "input": describe_input(x, dim),
-                "example": CONTEXT.example, "replay": replay_command(kernel, op),
-                "inside": capabilities.refusal(x, dim) is None}
-        work = working_copy(x) if capabilities.in_place else x
+        call = {"test": CONTEXT.test, "kernel": spec.name, "op": op, "input": describe_input(x, dim),
+                "example": CONTEXT.example, "replay": replay_command(spec, op),
+                "inside": spec.capabilities.refusal(x, dim) is None}
+        work = working_copy(x) if spec.capabilities.in_place else x
         before = [storage_bytes(t).clone() for t in inputs]
         self.breadcrumbs.started(call)
         try:
@@ -350,7 +360,7 @@ def guarded(spec: KernelSpec, guard: Guard) -> KernelSpec:
 
         def call(x, *args, **kwargs):
             dim = args[-1] if args else kwargs.get("dim", -1)
-            return guard.call(spec.name, op, spec.capabilities, function, x, dim, args, kwargs)
+            return guard.call(spec, op, function, x, dim, args, kwargs)
 
         call.__wrapped__ = function
         return call

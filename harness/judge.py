@@ -28,16 +28,12 @@ from oracles.formats import Format, format_of
 from oracles.profiles import unknown_profile
 from oracles.ulp import UNRELATED, fractional_ulp_error, ulp_distance
 
-from .calls import ContractBroken, describe_input  # noqa: F401  (describe_input: the tests import it from here)
+from .calls import ContractBroken, SuiteFailure, describe_input  # noqa: F401  (the tests import describe_input here)
 from .strategies import TESTED_DTYPES
 
 
-class BeyondBound(AssertionError):
+class BeyondBound(SuiteFailure):
     """A kernel's output broke its derived bounds (or a special value); carries the one-step replay command."""
-
-    def __init__(self, message: str, replay: str | None = None) -> None:
-        super().__init__(message)
-        self.replay = replay
 
 
 def as_rows(t: torch.Tensor, dim: int) -> torch.Tensor:
@@ -131,7 +127,7 @@ class Judgement:
     rounded: np.ndarray  # correctly rounded results
     exact: np.ndarray  # exact results (float64)
     escalated: int
-    replay: str  # how to rebuild the input, for the explanation
+    replay: str  # how to rebuild the input (and replay the call), for the explanation
     command: str | None = None  # the one-step replay command, where the input has one
 
     @property
@@ -169,7 +165,7 @@ class Judgement:
             f"kernel: max {kernel['max_ulp']:.0f} ULP, mean {kernel['mean_ulp']:.3f}{non_finite(kernel)}; "
             f"torch on the same input: max {peer['max_ulp']:.0f} ULP, mean {peer['mean_ulp']:.3f}{non_finite(peer)} "
             f"(statistics of the {int((~k.special).sum())} elements judged by a bound)",
-            f"replay: {self.replay}",
+            f"input: {self.replay}",
         ])
 
     def why_exact(self, row: int, col: int) -> str:

@@ -9,6 +9,8 @@ Each hook does one job:
 * ``pytest_report_header``: what ran where, with versions;
 * ``pytest_xdist_auto_num_workers``: ``-n auto`` on GPUs and NPUs counts devices;
 * ``pytest_generate_tests``: one test per kernel for tests that take ``kernel``;
+* ``pytest_collection_modifyitems``: with ``--kernel``, only those tests (the
+  suite's tests of itself with ``--self-tests``);
 * fixtures ``backend``, ``note`` and ``invariance``;
 * ``pytest_runtest_protocol``: tells the kernel-call guard which test runs
   (:mod:`harness.calls`), for its breadcrumbs;
@@ -53,10 +55,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="with -n auto on GPUs or NPUs: N xdist workers per device (default: the CPU cores shared out)",
     )
     group.addoption(
-        "--kernel", action="append", default=[], metavar="NAME|module:function",
+        "--kernel", action="append", default=[], metavar="NAME|module:function|file.py:function",
         help="kernel to validate (repeatable): a registered name, 'torch', 'all' (every registered kernel, the "
-             "peers too), or a callable with torch.softmax's signature given as package.module:function; "
-             "default: the registered kernels but the peers",
+             "peers too), or a callable with torch.softmax's signature given as package.module:function or "
+             "path/to/file.py:function; runs the tests that judge kernels (add --self-tests for the suite's own); "
+             "default: the registered kernels but the peers, and every test",
+    )
+    group.addoption(
+        "--self-tests", action="store_true",
+        help="with --kernel: also run the suite's tests of itself (oracle, bounds, reports, drivers, mutation score), "
+             "which a run without --kernel always runs",
     )
 
 
@@ -126,6 +134,16 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
         f"torch {torch.__version__}, triton {triton.__version__}, hypothesis {hypothesis.__version__}, "
         f"mpmath {mpmath.__version__} ({mpmath.libmp.BACKEND} backend), numpy {numpy.__version__}",
     ]
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list) -> None:
+    """``--kernel``: the tests that judge a kernel (they take the ``kernel`` fixture), unless ``--self-tests``."""
+    if not config.getoption("kernel") or config.getoption("self_tests"):
+        return
+    judging = [item for item in items if "kernel" in getattr(item, "fixturenames", ())]
+    if len(judging) < len(items):
+        config.hook.pytest_deselected(items=[item for item in items if item not in judging])
+        items[:] = judging
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

@@ -21,6 +21,7 @@ import argparse
 import ast
 import functools
 import math
+import shlex
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, fields
@@ -34,12 +35,18 @@ LITERAL_TYPES = (int, float, str, bool, type(None))  # not bytes, complex or Ell
 NAMED_FLOATS = {"inf": math.inf, "nan": math.nan}  # what repr prints for an infinite or NaN float
 
 
-def command(kernel: str, device: str, op: str, case) -> str:
-    """The shell command that replays ``case`` (its repr holds no double quote)."""
-    return f'python -m harness.replay --kernel {kernel} --device {device} --op {op} "{case!r}"'
+def command(kernel, device: str, op: str, case) -> str:
+    """The shell command that replays ``case`` from the checkout's root (the case's repr holds no double quote).
+
+    ``kernel`` is a KernelSpec (or a selector): a kernel given by file is named by its absolute path, and one
+    imported from a folder outside the checkout brings the PYTHONPATH it needs, so the command runs as printed.
+    """
+    selector = kernel if isinstance(kernel, str) else kernel.replay_selector or kernel.name
+    path = "" if isinstance(kernel, str) or not kernel.pythonpath else f"PYTHONPATH={shlex.quote(kernel.pythonpath)} "
+    return f'{path}python -m harness.replay --kernel {shlex.quote(selector)} --device {device} --op {op} "{case!r}"'
 
 
-def line(kernel: str, device: str, op: str, case) -> str:
+def line(kernel, device: str, op: str, case) -> str:
     """The line a failure prints: the prefix the reports look for, then the command."""
     return PREFIX + command(kernel, device, op, case)
 
@@ -259,7 +266,7 @@ def main(argv: list[str] | None = None) -> int:
         print("judged with the loosest known arithmetic:")
         kernel = unknown_construction(kernel)
     verdict = judge_softmax(kernel, backend.name, x, case.dim, y, mask=mask, log=op.log, out_dtype=op.out_dtype,
-                            replay=command(args.kernel, backend.name, op.name, case))
+                            replay=command(kernel, backend.name, op.name, case))
     print(verdict.explain())
     return 0 if verdict.ok else 1
 

@@ -86,8 +86,14 @@ class Session:
     calls: Path  # where each process leaves the breadcrumb of the kernel call in progress
 
 
+GROUP = ("softmax accuracy suite.  Hypothesis profiles (--hypothesis-profile, else $HYPOTHESIS_PROFILE): dev, the "
+         "default, a quick randomised look; ci, the gate's pinned draws (chosen when CI is set, and always with "
+         "--accuracy-baseline); nightly, ten times ci's examples, randomised, climbing toward the worst error; "
+         "mutation, ci's draws stopping at the first failure")
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
-    group = parser.getgroup("softmax", "softmax accuracy suite")
+    group = parser.getgroup("softmax", GROUP)
     group.addoption("--accuracy-report", metavar="DIR", help="write accuracy.json, summary.md, plots, index.html")
     group.addoption("--accuracy-baseline", metavar="FILE|auto",
                     help="fail when a category's accuracy regresses against this baseline ('auto': "

@@ -173,12 +173,16 @@ SHARE = pytest.StashKey[float]()  # seconds of the round each test may spend
 ROUND_END = pytest.StashKey[float]()  # this process's end of the round
 
 
-def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list) -> None:
+@pytest.hookimpl(wrapper=True)
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list):
+    """Around every other plugin's selection (-k, --kernel's scope, --shard): the share is of the tests that run."""
+    result = yield
     deadline, minutes = config.getoption("soak_deadline"), config.getoption("soak_minutes")
     if deadline is not None:
         workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
         config.stash[SHARE] = per_test_seconds(minutes or 1.0, workers, len(items))
         config.stash[ROUND_END] = time.time() + minutes * 60 if minutes else deadline
+    return result
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:

@@ -21,8 +21,11 @@ in ``promises_by_device``); a bare callable may carry a ``promises`` attribute.
 from __future__ import annotations
 
 import importlib
+import os
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 import torch
 
@@ -196,6 +199,10 @@ class KernelSpec:
     clear_refusals: bool = True
     skip_reason: Callable[[str], str | None] | None = None  # backend -> why it cannot run there, or None
     by_default: bool = True  # run when no --kernel is given
+    # How a replay command, run from the checkout's root, names this kernel: its selector, with a file's
+    # path made absolute, after the PYTHONPATH a module outside the checkout needs ("" for none).
+    replay_selector: str = ""
+    pythonpath: str = ""
 
 
 _REGISTRY: dict[str, KernelSpec] = {}
@@ -216,6 +223,9 @@ def registered() -> list[KernelSpec]:
     return list(_REGISTRY.values())
 
 
+ROOT = Path(__file__).resolve().parents[1]
+
+
 def imported(selector: str, module_name: str):
     """The module of a ``--kernel module:function``; ValueError saying what went wrong, and where."""
     try:
@@ -223,7 +233,8 @@ def imported(selector: str, module_name: str):
     except ModuleNotFoundError as error:
         if error.name and (module_name + ".").startswith(error.name + "."):
             raise ValueError(f"--kernel {selector!r}: no module {module_name!r} on the import path: run from the "
-                             f"folder that holds it, or add that folder to PYTHONPATH") from None
+                             f"folder that holds it, add that folder to PYTHONPATH, or name the file "
+                             f"(--kernel path/to/{module_name.replace('.', '/')}.py:function)") from None
         raise ValueError(f"--kernel {selector!r}: importing {module_name} needs {error.name!r}, "
                          f"which is not installed ({error})") from None
     except Exception as error:  # noqa: BLE001  (a SyntaxError or any failure of the user's module)
@@ -231,17 +242,54 @@ def imported(selector: str, module_name: str):
                          f"{type(error).__name__}: {error}") from None
 
 
+def is_file_selector(module_part: str) -> bool:
+    return module_part.endswith(".py") or "/" in module_part or os.sep in module_part
+
+
+def loaded_from_file(selector: str, file: str):
+    """The module of a ``--kernel path/to/file.py:function``, imported as a script's: its folder goes first on the
+    import path (so that it imports its neighbours), and its name is the file's stem."""
+    path = Path(file).expanduser().resolve()
+    if not path.is_file():
+        raise ValueError(f"--kernel {selector!r}: no file {path}")
+    if str(path.parent) not in sys.path:
+        sys.path.insert(0, str(path.parent))
+    module = imported(selector, path.stem)
+    if Path(getattr(module, "__file__", "") or "").resolve() != path:
+        raise ValueError(f"--kernel {selector!r}: the name {path.stem!r} is taken by {module.__name__} from "
+                         f"{getattr(module, '__file__', None)}; rename {path.name}")
+    return module
+
+
+def import_root(module) -> str:
+    """The folder a replay run from the checkout's root must put on PYTHONPATH to import ``module`` ("" when a
+    fresh interpreter there finds it: the checkout's own modules, installed packages)."""
+    if not getattr(module, "__file__", None):
+        return ""
+    origin = Path(module.__file__).resolve()
+    root = origin.parents[module.__name__.count(".") + (origin.name == "__init__.py")]
+    from_environment = {str(Path(p).resolve()) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p}
+    found_anyway = {str(Path(p).resolve()) for p in sys.path if p} - from_environment - {str(Path.cwd().resolve())}
+    return "" if root == ROOT or str(root) in found_anyway else str(root)
+
+
 def resolve(selector: str) -> KernelSpec:
-    """A kernel by registered name, or by ``package.module:function`` path."""
+    """A kernel by registered name, by ``package.module:function`` path, or by ``path/to/file.py:function``."""
     if selector in _REGISTRY:
         return _REGISTRY[selector]
     if ":" not in selector:
         known = ", ".join(sorted(_REGISTRY))
         raise ValueError(f"--kernel {selector!r}: not a registered kernel ({known}) nor a 'module:function' path")
-    module_name, _, attribute = selector.partition(":")
-    function = getattr(imported(selector, module_name), attribute, None)
+    module_part, _, attribute = selector.rpartition(":")
+    if is_file_selector(module_part):
+        module = loaded_from_file(selector, module_part)
+        replay_selector, pythonpath = f"{Path(module_part).expanduser().resolve()}:{attribute}", ""
+    else:
+        module = imported(selector, module_part)
+        replay_selector, pythonpath = selector, import_root(module)
+    function = getattr(module, attribute, None)
     if not callable(function):
-        raise ValueError(f"--kernel {selector!r}: {module_name} has no callable {attribute!r}")
+        raise ValueError(f"--kernel {selector!r}: {module_part} has no callable {attribute!r}")
     capabilities = getattr(function, "capabilities", USER_CONTRACT)
     if hasattr(function, "promises"):
         try:
@@ -255,4 +303,6 @@ def resolve(selector: str) -> KernelSpec:
         precision=getattr(function, "precision", unknown_profile),
         description=f"user kernel {selector}",
         clear_refusals=False,
+        replay_selector=replay_selector,
+        pythonpath=pythonpath,
     )

@@ -14,6 +14,7 @@ from __future__ import annotations
 import html
 import json
 import os
+import re
 import tempfile
 from pathlib import Path
 
@@ -22,9 +23,10 @@ import matplotlib
 matplotlib.use("Agg")  # files only, no display
 import matplotlib.pyplot as plt  # noqa: E402
 
+from . import baseline  # noqa: E402
 from . import invariances as invariance_table  # noqa: E402
 from . import league  # noqa: E402
-from .summary import ULP_BUCKETS, shown  # noqa: E402
+from .summary import INTERPRETER_BF16, ULP_BUCKETS, interpreter_truncates_bf16, shown, shown_ratio  # noqa: E402
 
 SCHEMA_VERSION = 1
 PLOTS = ("ulp_histograms.png", "max_ulp_by_row_length.png", "kernel_vs_torch.png")
@@ -81,7 +83,7 @@ def category_rows(groups: dict) -> list[tuple]:
     for key, stats in groups.items():
         k, t = stats["kernel"], stats["torch"]
         rows.append((key, stats["records"], stats["elements"], shown(k["max_ulp"], ".0f"), shown(k["mean_ulp"], ".3f"),
-                     shown(k["correctly_rounded"], ".1f", 100), shown(k["worst_ratio"], ".4g"), k["violations"], k["non_finite"],
+                     shown(k["correctly_rounded"], ".1f", 100), shown_ratio(k["worst_ratio"]), k["violations"], k["non_finite"],
                      shown(t["max_ulp"], ".0f"), shown(t["mean_ulp"], ".3f"), shown(t["correctly_rounded"], ".1f", 100)))
     return rows
 
@@ -140,6 +142,8 @@ def write_markdown(directory: Path, run: dict, verdict_line: str, failures: list
         lines += [f"## {kernel}", "", "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
         lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in category_rows(groups)]
         lines.append("")
+    if interpreter_truncates_bf16(run.get("backend"), categories):
+        lines += [f"*{INTERPRETER_BF16}.*", ""]
     if invariances:
         table = invariance_table.rows(invariances)
         lines += ["## Bitwise invariances", "", "Only a broken promise fails a test.", "",
@@ -226,6 +230,8 @@ def write_html(directory: Path, run: dict, verdict_line: str, failures: list[dic
             parts.append(f"<li id='{slug(f['test'])}'><code>{esc(f['test'])}</code> ({esc(f['when'])}): "
                          f"{esc(f['headline'])}{replay}</li>")
         parts.append("</ul>")
+    if gate:  # before the categories: a regression is the first thing to see after a failed test
+        parts.append("<h2 id='gate'>Regression gate</h2>" + gate_table(gate))
     for kernel, groups in categories.items():
         parts.append(f"<h2>{esc(kernel)}</h2><table><tr>" + "".join(f"<th>{esc(c)}</th>" for c in COLUMNS) + "</tr>")
         for key, row in zip(groups, category_rows(groups)):
@@ -249,11 +255,20 @@ def write_html(directory: Path, run: dict, verdict_line: str, failures: list[dic
     if missing:
         parts.append("<h2>Tests without a record</h2><ul>" + "".join(f"<li><code>{esc(t)}</code></li>"
                                                                       for t in missing) + "</ul>")
-    if gate:
-        parts.append("<h2>Regression gate</h2><pre>" + esc("\n".join(gate)) + "</pre>")
+    if interpreter_truncates_bf16(run.get("backend"), categories):
+        parts.append(f"<p><em>{esc(INTERPRETER_BF16)}.</em></p>")
     parts.append("<h2>Plots</h2>" + "".join(f"<p><img src='{esc(p.name)}' alt='{esc(p.stem)}'></p>" for p in images))
     parts.append("</body></html>")
     return write_text(directory / "index.html", "\n".join(parts))
+
+
+def gate_table(lines: list[str]) -> str:
+    """The gate's text table (report.baseline.table: failing rows first) as HTML, failing rows marked."""
+    esc = html.escape
+    header, *rows = (re.split(r"\s{2,}", line.strip()) for line in lines)
+    body = "".join(f"<tr{' class=bad' if row[-1] in baseline.FAILING else ''}>"
+                   + "".join(f"<td>{esc(cell)}</td>" for cell in row) + "</tr>" for row in rows)
+    return "<table><tr>" + "".join(f"<th>{esc(cell)}</th>" for cell in header) + "</tr>" + body + "</table>"
 
 
 def write_all(directory: Path, run: dict, verdict_line: str, failures: list[dict], categories: dict, records: list,

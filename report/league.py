@@ -20,7 +20,7 @@ import statistics
 from pathlib import Path
 
 from . import invariances as invariance_table
-from .summary import shown
+from .summary import shown, shown_ratio
 
 OP = "softmax"
 ORDINARY = "normal"  # the value class of the benchmark's inputs
@@ -73,7 +73,7 @@ def line(row: dict) -> str:
     """A Markdown table row."""
     cells = (row["kernel"], row["dtype"], row["values"], row["elements"], shown(row["max_ulp"], ".0f"),
              shown(row["mean_ulp"], ".3f"), shown(row["correctly_rounded"], ".1f", 100),
-             shown(row["worst_ratio"], ".4g"), row["non_finite"], shown(row["gbps"], ".0f"),
+             shown_ratio(row["worst_ratio"]), row["non_finite"], shown(row["gbps"], ".0f"),
              shown(row["copy_fraction"], ".2f"))
     return "| " + " | ".join(str(c) for c in cells) + " |"
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import datetime
 import platform
 import subprocess
+import traceback
 from pathlib import Path
 
 import pytest
@@ -28,7 +29,7 @@ from harness import calls, payload, seeding
 from harness.session import session_of
 
 from . import artifacts, baseline, invariances
-from .summary import categorize, shown
+from .summary import INTERPRETER_BF16, categorize, interpreter_truncates_bf16, shown
 
 RECORDS = "records"
 EXPECTS = "softmax_expects_records"
@@ -85,6 +86,24 @@ def replay_of(error: BaseException | None) -> str | None:
     return None
 
 
+def one_screen(error: BaseException) -> str:
+    """A failure the suite explained: its message, what the kernel raised (with its own traceback), and
+    Hypothesis's notes but the falsifying example, which the replay line already names."""
+    lines = [f"{type(error).__name__}: {error}"]
+    cause = error.__cause__
+    if cause is not None:
+        lines += ["", "the kernel's own traceback:",
+                  *"".join(traceback.format_exception(type(cause), cause, cause.__traceback__)).rstrip().splitlines()]
+    notes = [note for note in getattr(error, "__notes__", ()) if not note.startswith("Falsifying")]
+    return "\n".join(lines + notes)
+
+
+def shows_one_screen(config: pytest.Config) -> bool:
+    """Pytest's default traceback style: --tb, -l and --full-trace bring the whole traceback back."""
+    return (config.getoption("tbstyle", "auto") == "auto" and not config.getoption("showlocals", False)
+            and not config.getoption("fulltrace", False))
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     outcome = yield
@@ -92,9 +111,12 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     if report.when == "setup":
         setattr(report, EXPECTS, "accuracy_record" in getattr(item, "fixturenames", ()))
     if report.failed and call.excinfo is not None:
-        replay = replay_of(call.excinfo.value)
+        error = call.excinfo.value
+        replay = replay_of(error)
         if replay:
             setattr(report, REPLAY, replay)
+        if isinstance(error, (calls.SuiteFailure, calls.KernelHang)) and shows_one_screen(item.config):
+            report.longrepr = f"{item.nodeid}\n{one_screen(error)}"
 
 
 def run_metadata(config: pytest.Config) -> dict:
@@ -256,6 +278,8 @@ class Gatherer:
                     write(fmt.format(kernel, key, stats["records"], shown(k["max_ulp"], ".0f"),
                                      shown(k["mean_ulp"], ".3f"), shown(k["correctly_rounded"], ".1f", 100),
                                      shown(t["max_ulp"], ".0f"), shown(t["mean_ulp"], ".3f"), k["non_finite"]))
+            if interpreter_truncates_bf16(run.backend.name, self.categories):
+                write(INTERPRETER_BF16)
         if self.invariances:
             terminalreporter.write_sep("-", "bitwise invariances per kernel (only a broken promise fails)")
             for line in invariances.text_table(self.invariances) + invariances.counterexamples(self.invariances):
@@ -273,6 +297,27 @@ class Gatherer:
         for written in self.written:
             write(f"accuracy report: wrote {written}")
 
+    def gate_verdict(self, gate) -> str:
+        """The gate's verdict in a line, as the run's last."""
+        failing = sum(f.fails for f in self.findings)
+        not_gated = [f.kernel for f in self.findings if f.verdict == "not gated"]
+        if self.interrupted:
+            return f"accuracy gate: no verdict (the run was interrupted) against {gate.path}"
+        if failing:
+            return f"accuracy gate: FAILED, {failing} regression(s) against {gate.path} (table above)"
+        tail = f"; not in the baseline, not gated: {', '.join(not_gated)}" if not_gated else ""
+        judged = self.measured - set(self.unjudged) - set(not_gated)
+        if not judged:
+            return f"accuracy gate: nothing judged against {gate.path}{tail}"
+        return f"accuracy gate: no regression against {gate.path} ({', '.join(sorted(judged))}){tail}"
+
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        run = session_of(config)
+        reporter = config.pluginmanager.getplugin("terminalreporter")
+        if reporter is not None and run.gate is not None and not run.gate.update:
+            verdict = self.gate_verdict(run.gate)
+            reporter.write_line(verdict, red=" FAILED" in verdict, green=" no regression" in verdict)
+
     def summarize_gate(self, terminalreporter, gate) -> None:
         write = terminalreporter.write_line
         if gate.update:
@@ -282,19 +327,12 @@ class Gatherer:
                 write(f"accuracy baseline: wrote {self.baseline_written}")
             return
         failures = baseline.table(self.findings, only_failures=True)
-        judged = self.measured - set(self.unjudged)
         if failures:
             terminalreporter.write_sep("-", "accuracy regressions against the baseline", red=True)
             for line in failures:
                 write(line)
-        elif self.interrupted:
-            write(f"accuracy gate: no verdict against {gate.path}: the run was interrupted")
-        elif not self.measured:
+        if not self.measured:
             write(f"accuracy gate: this run measured no accuracy and no invariance: nothing judged against {gate.path}")
-        elif not judged:
-            write(f"accuracy gate: nothing judged against {gate.path} (why below)")
-        else:
-            write(f"accuracy gate: no regression against {gate.path}")
         for kernel, count in baseline.not_run(self.findings).items():
             write(f"accuracy gate: {kernel}: {count} baseline categorie(s) not run in this run (their tests were not "
                   "selected): not judged")

@@ -23,6 +23,11 @@ def shown(value, spec: str, scale: float = 1.0) -> str:
     return "-" if value is None else format(value * scale, spec)
 
 
+def shown_ratio(value: float) -> str:
+    """An error-to-bound ratio for a table: below 1e-4 (elements exact to double precision) it reads 0."""
+    return shown(value if value >= 1e-4 else 0.0, ".4g")
+
+
 def ulp_histogram(ulps: np.ndarray) -> list[int]:
     """Counts of integer ULP distances in the buckets of ULP_BUCKETS."""
     buckets = np.searchsorted(_UPPER_EDGES, np.asarray(ulps).ravel(), side="left")
@@ -72,3 +77,14 @@ def categorize(records: list[dict]) -> dict[str, dict[str, dict]]:
         }
         for kernel, categories in sorted(grouped.items())
     }
+
+
+INTERPRETER_BF16 = ("bfloat16 under Triton's interpreter: it converts fp32 to bf16 toward zero where compiled Triton "
+                    "rounds to nearest, so a Triton kernel's bf16 ULPs here (up to 1 ULP more, fewer correctly "
+                    "rounded) reflect the interpreter, not the kernel; torch's own bf16 rounds to nearest")
+
+
+def interpreter_truncates_bf16(backend: str, categories: dict) -> bool:
+    """Whether the run's bf16 figures of a Triton kernel went through the interpreter's truncating store."""
+    return backend == "cpu" and any("/bfloat16/" in key for kernel, groups in categories.items() if kernel != "torch"
+                                    for key in groups)

@@ -45,7 +45,7 @@ class Worst:
 
 def check(kernel, backend, op: Op, case: Case, worst: Worst, record, drawn: coverage.Drawn, fixed: set) -> None:
     x, mask = case.make(backend.device)
-    replay_command = command(kernel.name, backend.name, op.name, case)
+    replay_command = command(kernel, backend.name, op.name, case)
     replay = f"{case!r} -> {describe_input(x, case.dim)}\n{PREFIX}{replay_command}"
     run = functools.partial(run_kernel, kernel, x, case.dim, mask, log=op.log, out_dtype=op.out_dtype)
     judge = functools.partial(judge_softmax, backend=backend.name, x=x, dim=case.dim, mask=mask, log=op.log,

@@ -45,7 +45,9 @@ def test_unknown_kernel_is_a_usage_error(run_pytest):
 
 @pytest.mark.parametrize("source,selector,message", [
     (None, "my_absent_kernels:softmax", "no module 'my_absent_kernels' on the import path: run from the folder "
-                                        "that holds it, or add that folder to PYTHONPATH"),
+                                        "that holds it, add that folder to PYTHONPATH, or name the file (--kernel "
+                                        "path/to/my_absent_kernels.py:function)"),
+    (None, "absent/my_kernels.py:softmax", "no file "),
     ("def softmax(x, dim):\n    return x.softmax(dim\n", "my_kernels:softmax",
      "importing my_kernels raised SyntaxError"),
     ("import liger_kernel_not_installed\n", "my_kernels:softmax",

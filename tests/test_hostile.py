@@ -20,7 +20,7 @@ FP32_ACCURACY = ("tests/test_accuracy.py", "-k", "test_softmax_within and float3
 # Tests of other modules beside, which must still report when a kernel hangs or kills its process.
 FP32_AND_OTHERS = ("tests/test_accuracy.py", "tests/test_ulp.py", "-k", "test_softmax_within and float32 or test_ulp")
 EVERY_AND_OTHERS = ("tests/test_accuracy.py", "tests/test_ulp.py", "-k", "test_softmax_within or test_ulp")
-QUICK = ("--device", "cpu", "--hypothesis-profile", "mutation")
+QUICK = ("--device", "cpu", "--hypothesis-profile", "mutation", "--self-tests")
 
 
 def failed_tests(stdout: str) -> list[str]:

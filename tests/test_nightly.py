@@ -16,9 +16,10 @@ STALLED = "tests/scenarios/soak_stalled.py"
 
 
 def nightly_command(out, *options, tests=(STALLED, "-k", "passes")):
-    """``python -m harness.nightly`` into ``out``, its soak's rounds running ``tests`` on the CPU."""
+    """``python -m harness.nightly`` into ``out``, its soak's rounds running ``tests`` on the CPU (the scenarios'
+    tests judge no kernel: the nightly's --kernel would deselect them without --self-tests)."""
     return [sys.executable, "-m", "harness.nightly", "--out", str(out), *options,
-            "--", "-p", "no:xdist", "--device", "cpu", *tests]
+            "--", "-p", "no:xdist", "--device", "cpu", "--self-tests", *tests]
 
 
 def stats(max_ulp, mean_ulp, correctly_rounded, worst_ratio, elements):

@@ -4,6 +4,7 @@ import math
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 from dataclasses import fields
@@ -44,26 +45,51 @@ def replay(*args: str) -> subprocess.CompletedProcess:
     return finished(start_replay(*args))
 
 
-def test_the_command_a_failure_prints_replays_it_and_the_reports_lead_to_it(run_pytest, tmp_path):
+def run_as_printed(command: str) -> subprocess.CompletedProcess:
+    """A printed command run by a shell from the checkout's root, with nothing inherited that it does not say."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "TRITON_INTERPRET")}
+    return subprocess.run(command, shell=True, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_the_command_a_failure_prints_replays_it_as_printed_and_the_reports_lead_to_it(run_pytest, tmp_path):
+    """The user's kernel lives outside the checkout, on the PYTHONPATH of the run: the replay line carries it."""
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    shutil.copy(ROOT / "examples" / "my_kernels.py", mine / "my_kernels.py")
     # One dtype, one test: the planted half-precision sum fails fp16 (and bf16), not fp32.
-    failed = run_pytest("tests/test_accuracy.py", "-k", "test_softmax_within and float16 and not bfloat16", "--hypothesis-profile", "ci",
-                        "--device", "cpu", "--kernel", PLANTED, "--accuracy-report", str(tmp_path), PYTHONPATH=str(ROOT / "examples"))
+    failed = run_pytest("tests/test_accuracy.py", "-k", "test_softmax_within and float16 and not bfloat16",
+                        "--hypothesis-profile", "ci", "--device", "cpu", "--kernel", PLANTED, "--accuracy-report",
+                        str(tmp_path / "report"), PYTHONPATH=str(mine))
     assert failed.returncode == pytest.ExitCode.TESTS_FAILED, failed.stdout[-3000:]
 
-    summary = (tmp_path / "summary.md").read_text()
+    summary = (tmp_path / "report" / "summary.md").read_text()
     assert summary.split("\n")[2].startswith("**FAILED: 0 test(s) passed, 1 failed")
-    assert "## Failed tests" in summary and "replay: `python -m harness.replay --kernel my_kernels:" in summary
-    page = (tmp_path / "index.html").read_text()
+    assert "## Failed tests" in summary and f"replay: `PYTHONPATH={mine} python -m harness.replay --kernel " \
+        "my_kernels:" in summary
+    page = (tmp_path / "report" / "index.html").read_text()
     links = set(re.findall(r"<tr class=bad><td><a href='#([^']+)'>", page))
     assert links and all(f"id='{anchor}'" in page for anchor in links)  # every red row leads to its failure
-    line = next(line for line in failed.stdout.splitlines() if "replay in one step: python -m harness.replay" in line)
-    command = shlex.split(line.split("replay in one step: ")[1])
-    assert command[:3] == ["python", "-m", "harness.replay"]
-    again = replay(*command[3:])
+    line = next(line for line in failed.stdout.splitlines() if "replay in one step: " in line)
+    printed = line.split("replay in one step: ")[1]
+    again = run_as_printed(printed)
     assert again.returncode == 1, again.stdout[-2000:] + again.stderr[-2000:]
     assert f"{PLANTED}: " in again.stdout and "beyond the derived bound" in again.stdout
-    fixed = replay(*[arg.replace(PLANTED, "my_kernels:softmax") for arg in command[3:]])
+    fixed = run_as_printed(printed.replace(PLANTED, "my_kernels:softmax"))
     assert fixed.returncode == 0 and "0 of " in fixed.stdout, fixed.stdout[-2000:] + fixed.stderr[-2000:]
+
+
+def test_a_kernel_named_by_its_file_replays_as_printed(run_pytest, tmp_path):
+    mine = tmp_path / "elsewhere"
+    mine.mkdir()
+    shutil.copy(ROOT / "examples" / "my_kernels.py", mine / "my_kernels.py")
+    failed = run_pytest("tests/test_accuracy.py", "-k", "test_softmax_within and float16 and not bfloat16",
+                        "--hypothesis-profile", "mutation", "--device", "cpu", "--kernel",
+                        f"{mine / 'my_kernels.py'}:softmax_half_sum")
+    assert failed.returncode == pytest.ExitCode.TESTS_FAILED, failed.stdout[-3000:]
+    printed = next(line for line in failed.stdout.splitlines() if "replay in one step: " in line).split(
+        "replay in one step: ")[1]
+    assert printed.startswith(f"python -m harness.replay --kernel {mine / 'my_kernels.py'}:softmax_half_sum")
+    assert run_as_printed(printed).returncode == 1
 
 
 def test_a_case_is_read_back_from_its_repr_and_nothing_else_is():
