@@ -14,7 +14,8 @@
   ``--accuracy-report DIR``, runs the gate (a failing gate fails the run) or
   ``--update-baseline``, and prints the table per kernel and category.
 * ``pytest_testnodedown`` (xdist): each worker names the device it ran on, and
-  the report's run metadata counts the workers per device (``workers``).
+  the report's run metadata counts the workers per device (``workers``); with
+  ``--shard`` it also says which shard ran which tests (:mod:`harness.sharding`).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import calls, payload, pinning, seeding
+from harness import calls, payload, pinning, seeding, sharding
 from harness.session import session_of
 
 from . import artifacts, baseline, invariances, merge
@@ -131,6 +132,7 @@ def run_metadata(config: pytest.Config) -> dict:
         "example_database": run.draws.database,
         "draws": seeding.draws_fingerprint(run.backend.name, run.draws),
         "git_commit": git_commit(config.rootpath),
+        **sharding.metadata(config),  # which shard of a split run, and its tests
         "started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "versions": {"python": platform.python_version(), "torch": torch.__version__, "triton": triton.__version__,
                      "hypothesis": hypothesis.__version__, "mpmath": mpmath.__version__,

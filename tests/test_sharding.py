@@ -1,13 +1,61 @@
-"""One gate over several hosts: ``python -m report merge`` makes one report and one verdict of the reports of a
-run's shards, and refuses folders that are not the shards of one run."""
+"""One gate over several hosts: ``--shard K/N`` splits the tests, ``python -m report merge`` makes one report and one
+verdict of the shards' reports, and refuses folders that are not the shards of one run."""
 
 import json
+import random
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
-from report import artifacts, merge
+from harness.sharding import split
+from report import artifacts, baseline, invariances, merge
 from report.__main__ import main as report_cli
+
+ROOT = Path(__file__).resolve().parents[1]
+GATE_KERNEL = "tests.scenarios.gate_kernel:softmax"
+# Two kernels' fp32 accuracy tests (their categories and the gate's), their shift invariance (the invariance table)
+# and a few quick tests: what a gate runs, in small.
+SUITE = ("tests/test_accuracy.py", "tests/test_metamorphic.py", "tests/test_formats.py",
+         "-k", "(test_softmax_within and float32) or test_shift_invariance or rounding",
+         "--kernel", "torch", "--kernel", GATE_KERNEL, "--device", "cpu")
+
+
+# The split ------------------------------------------------------------------------------------------------------
+
+def synthetic_durations(tests: int, seed: int) -> dict[str, float]:
+    """Durations spread as the suite's are: most tests short, a few a thousand times longer, some unknown (0)."""
+    draw = random.Random(seed)
+    return {f"t.py::test_{i}": draw.choice([0.0, draw.uniform(0, 0.1), draw.uniform(0, 5), draw.uniform(10, 90)])
+            for i in range(tests)}
+
+
+@pytest.mark.parametrize("count", [1, 2, 3, 8])
+@pytest.mark.parametrize("seed", range(5))
+def test_every_test_lands_in_exactly_one_shard_and_the_largest_exceeds_the_smallest_by_at_most_one_test(count, seed):
+    seconds = synthetic_durations(200, seed)
+    shards = split(seconds, count)
+    assert len(shards) == count
+    assert sorted(test for shard in shards for test in shard) == sorted(seconds)
+    totals = [sum(seconds[test] for test in shard) for shard in shards]
+    largest = shards[totals.index(max(totals))]
+    # The bound split's docstring states: the shortest test of the largest shard, so at most the longest test.
+    assert max(totals) - min(totals) <= min(seconds[test] for test in largest) + 1e-9
+    assert max(totals) - min(totals) <= max(seconds.values())
+
+
+def test_the_split_depends_only_on_the_tests_and_their_durations_not_their_order():
+    seconds = synthetic_durations(100, 7)
+    shuffled = list(seconds.items())
+    random.Random(1).shuffle(shuffled)
+    assert split(dict(shuffled), 4) == split(seconds, 4)
+
+
+def test_tests_of_unknown_duration_are_dealt_round_the_shards():
+    shards = split({f"t.py::test_{i}": 0.0 for i in range(10)}, 3)
+    assert sorted(len(shard) for shard in shards) == [3, 3, 4]
 
 
 def test_a_shard_is_written_k_of_n_with_k_from_1_to_n():
@@ -145,3 +193,79 @@ def test_an_invariance_holds_in_the_merge_only_where_it_held_in_every_shard(tmp_
     assert table["batch"] == {"promised": False, "held": False, "counterexample": "row 3 differs",
                               "tests": ["t::a", "t::c"]}
     assert table["shift"]["held"] and table["shift"]["tests"] == ["t::b"]
+
+
+# End to end -----------------------------------------------------------------------------------------------------
+
+def accuracy(folder: Path) -> dict:
+    return json.loads((folder / "accuracy.json").read_text())
+
+
+def gate_section(folder: Path) -> str:
+    """The regression gate's table in a report's summary.md: every finding, failing ones first."""
+    return (folder / "summary.md").read_text().split("## Regression gate")[1]
+
+
+def test_three_shards_merged_give_the_unsharded_runs_categories_invariances_and_verdict(run_pytest, tmp_path, capsys):
+    reference = tmp_path / "baseline.json"
+    made = run_pytest(*SUITE, "--accuracy-baseline", str(reference), "--update-baseline")
+    assert made.returncode == 0, made.stdout[-3000:]
+
+    def gated(folder: str, *extra: str):
+        """A run gated against the baseline, the gate kernel's precision worse than when it was made."""
+        return run_pytest(*SUITE, "--accuracy-baseline", str(reference), "--accuracy-report", str(tmp_path / folder),
+                          *extra, SOFTMAX_SUITE_PLANT_LOSS="1")
+
+    # The unsharded run and the shards (the second under xdist, whose workers collect and split) side by side.
+    with ThreadPoolExecutor(4) as pool:
+        whole, *shards = pool.map(lambda args: gated(*args), [("whole",), ("shard-1", "--shard", "1/3"),
+                                                              ("shard-2", "--shard", "2/3", "-n", "2"),
+                                                              ("shard-3", "--shard", "3/3")])
+    assert whole.returncode == pytest.ExitCode.TESTS_FAILED, whole.stdout[-3000:]
+    assert "accuracy regressions against the baseline" in whole.stdout
+    one, runs = accuracy(tmp_path / "whole"), [accuracy(tmp_path / f"shard-{k}") for k in (1, 2, 3)]
+    assert one["verdict"].startswith("FAILED") and "0 failed; accuracy gate: " in one["verdict"], one["verdict"]
+    assert [run["run"]["shard"] for run in runs] == ["1/3", "2/3", "3/3"] and all(run["tests"] for run in runs)
+    assert sorted(t for run in runs for t in run["run"]["shard_tests"]) == sorted(one["tests"])
+    assert list(runs[1]["run"]["workers"].values()) == [2] and list(one["run"]["workers"].values()) == [1]
+    for result, run in zip(shards, runs):  # each shard gates what it ran: only the gate kernel's shard fails it
+        measured = GATE_KERNEL in run["categories"]
+        assert result.returncode == (1 if measured else 0), result.stdout[-3000:]
+        assert ("accuracy gate: no regression" in result.stdout) is not measured, result.stdout[-3000:]
+
+    folders = [str(tmp_path / f"shard-{k}") for k in (3, 1, 2)]
+    result = subprocess.run([sys.executable, "-m", "report", "merge", str(tmp_path / "merged"), *folders,
+                             "--accuracy-baseline", str(reference)], cwd=ROOT, capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 1 and "accuracy regressions against the baseline" in result.stdout, \
+        result.stdout + result.stderr
+    together = accuracy(tmp_path / "merged")
+    assert together["categories"] == one["categories"] and one["categories"][GATE_KERNEL]
+    assert together["invariances"] == one["invariances"] and one["invariances"]["torch"]["shift"]["held"]
+    assert together["records"] == one["records"] and together["tests"] == one["tests"]
+    assert together["verdict"] == one["verdict"]
+    assert gate_section(tmp_path / "merged") == gate_section(tmp_path / "whole")
+    assert f"merged 3 shard(s) of 3: {one['verdict']}" in result.stdout
+
+    # Against a baseline of what the kernel does now, the same shards pass the gate.
+    remade = tmp_path / "remade.json"
+    baseline.write(remade, baseline.build(one["categories"], backend="cpu", profile="ci", run=one["run"],
+                                          invariances=invariances.held(one["invariances"]),
+                                          invariance_tests=invariances.sources(one["invariances"])))
+    status, out = merged(tmp_path, folders, capsys, "--accuracy-baseline", str(remade))
+    assert status == 0 and f"accuracy gate: no regression against {remade}" in out, out
+
+    # A shard left out is named.
+    status, out = merged(tmp_path, folders[1:], capsys, "--accuracy-baseline", str(reference))
+    assert status == merge.REFUSED and out.splitlines() == ["merge refused: shard 3/3 missing"], out
+
+
+def test_a_shard_that_holds_no_test_says_so_and_still_merges(run_pytest, tmp_path):
+    one_test = ("tests/test_formats.py", "-k", "bfloat16_rounding", "--device", "cpu")
+    first = run_pytest(*one_test, "--shard", "1/2", "--accuracy-report", str(tmp_path / "1"))
+    empty = run_pytest(*one_test, "--shard", "2/2", "--accuracy-report", str(tmp_path / "2"))
+    assert first.returncode == 0, first.stdout[-2000:]
+    assert empty.returncode == pytest.ExitCode.NO_TESTS_COLLECTED, empty.stdout[-2000:]
+    assert "shard 2/2 holds no test: the split gave all 1 selected test(s) to the other shards" in empty.stdout
+    assert accuracy(tmp_path / "2")["run"]["shard_tests"] == []
+    assert report_cli(["merge", str(tmp_path / "merged"), str(tmp_path / "1"), str(tmp_path / "2")]) == 0
