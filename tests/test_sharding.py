@@ -10,9 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from harness import nightly
 from harness.sharding import split
 from report import artifacts, baseline, invariances, merge
 from report.__main__ import main as report_cli
+from report.summary import categorize
+from tests.test_nightly import fixed_record
 
 ROOT = Path(__file__).resolve().parents[1]
 GATE_KERNEL = "tests.scenarios.gate_kernel:softmax"
@@ -193,6 +196,44 @@ def test_an_invariance_holds_in_the_merge_only_where_it_held_in_every_shard(tmp_
     assert table["batch"] == {"promised": False, "held": False, "counterexample": "row 3 differs",
                               "tests": ["t::a", "t::c"]}
     assert table["shift"]["held"] and table["shift"]["tests"] == ["t::b"]
+
+
+# A fleet's nights -----------------------------------------------------------------------------------------------
+
+def shard_night(folder: Path, label: str, tests: list[str], records: list[dict], soak_verdict: str) -> Path:
+    """A night run as shard ``label``: its merged rounds' accuracy.json and its soak's summary."""
+    shard_report(folder, label, tests, 2, draws=f"seeded-{label}", rounds=2, seeds=[label])
+    document = json.loads((folder / "accuracy.json").read_text())
+    document.update(records=records, categories=categorize(records))
+    (folder / "accuracy.json").write_text(json.dumps(document))
+    (folder / "soak").mkdir()
+    (folder / "soak" / "soak.json").write_text(json.dumps({"verdict": soak_verdict, "rounds": []}))
+    return folder
+
+
+def test_the_nightly_driver_merges_a_fleets_shard_nights_and_compares_them_with_the_previous_night(tmp_path):
+    def nights(day: str, max_ulp: int, soak_verdict: str = "PASSED") -> list[Path]:
+        return [shard_night(tmp_path / day / "host1", "1/2", ["t::a"], [fixed_record("k", "normal", 3, "a")],
+                            "PASSED"),
+                shard_night(tmp_path / day / "host2", "2/2", ["t::b"], [fixed_record("k", "zeros", max_ulp, "b")],
+                            soak_verdict)]
+
+    def night(day: str, *shard_nights, previous=()) -> int:
+        return nightly.main(["--out", str(tmp_path / day / "night"), *previous,
+                             "--merge-shards", *map(str, shard_nights)])
+
+    assert night("mon", *nights("mon", 0)) == 0  # draws differ from shard to shard: every round seeds anew
+    monday = json.loads((tmp_path / "mon" / "night" / "fixed.json").read_text())
+    assert set(monday["categories"]["k"]) == {"softmax/float32/normal", "softmax/float32/zeros"}
+    assert [s["shard"] for s in monday["run"]["shards"]] == ["1/2", "2/2"] and monday["run"]["rounds"] == 4
+    previous = ("--previous", str(tmp_path / "mon" / "night"))
+    assert night("tue", *nights("tue", 40), previous=previous) == 1
+    assert "k       softmax/float32/zeros  max_ulp" in (tmp_path / "tue" / "night" / "compare.txt").read_text()
+    assert night("wed", *nights("wed", 0, "FAILED"), previous=previous) == 1
+    summary = (tmp_path / "wed" / "night" / "nightly.md").read_text()
+    assert summary.startswith("# Nightly run\n\n**FAILED**: 2 shard nights merged, soaks of shard(s) 2/2 did not "
+                              "pass; no regression against"), summary
+    assert night("thu", nights("thu", 0)[0], previous=previous) == merge.REFUSED  # shard 2/2 missing
 
 
 # End to end -----------------------------------------------------------------------------------------------------
