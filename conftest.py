@@ -32,8 +32,8 @@ from hypothesis.internal.conjecture import providers
 
 from harness.profiles import default_profile
 
-pytest_plugins = ["harness.payload", "harness.session", "harness.plugin", "harness.scheduling", "harness.seeding",
-                  "harness.soak", "report.plugin"]
+pytest_plugins = ["harness.payload", "harness.session", "harness.plugin", "harness.scheduling", "harness.sharding",
+                  "harness.seeding", "harness.soak", "report.plugin"]
 
 CI_EXAMPLES = 25
 EXAMPLES_DIR = os.environ.get("SOFTMAX_SUITE_EXAMPLES")

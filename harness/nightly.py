@@ -22,6 +22,14 @@
    both nights reached within their time boxes: ``OUT/compare.txt``;
 5. ``OUT/nightly.md``: the verdict, the comparison, the league, the soak's rounds.
 
+A fleet shares one night: host K runs the night of shard K (``-- --shard K/N ...``,
+:mod:`harness.sharding`) into a folder of its own, and ``--merge-shards NIGHT...``
+then merges those N nights into ``OUT`` instead of soaking: steps 2 to 5 over their
+records, with the previous night compared as for one host.  Nights that are not
+the shards of one run (another commit, profile, backend or split, a shard missing
+or twice, a test in two shards) are refused with exit status 4
+(:mod:`report.merge`; the draws differ by design: every round seeds anew).
+
 Exit status 1 when a round failed or erred, no round wrote a report, or the night
 regressed against the previous one.  A SIGINT or SIGTERM stops the soak's round
 (:mod:`harness.soak`) and starts no other; the night's files are then written from
@@ -40,6 +48,7 @@ from pathlib import Path
 
 from report import league
 from report import __main__ as report_cli
+from report import merge as shards
 from report.invariances import combine
 from report.summary import categorize
 
@@ -50,8 +59,7 @@ def merge(documents: list[dict], *, fixed: bool = False) -> dict:
     """The accuracy.json of several rounds as one: their records' categories (``fixed``: of the inputs every
     run draws alike only), invariances held in all."""
     records = [r for d in documents for r in d["records"] if not fixed or r.get("inputs") == "fixed"]
-    entries = [{"kernel": kernel, "property": name, **cell} for d in documents
-               for kernel, cells in d.get("invariances", {}).items() for name, cell in cells.items()]
+    entries = [entry for d in documents for entry in shards.invariance_entries(d.get("invariances", {}))]
     run = {**documents[0]["run"], "rounds": len(documents), "seeds": [d["run"].get("seed") for d in documents]}
     return {"schema_version": documents[0]["schema_version"], "run": run,
             "verdict": "; ".join(d["verdict"] for d in documents), "failures": [f for d in documents
@@ -94,8 +102,10 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     ours, pytest_args = (argv[:argv.index("--")], argv[argv.index("--") + 1:]) if "--" in argv else (argv, [])
     parser = argparse.ArgumentParser(prog="python -m harness.nightly", description=__doc__.splitlines()[0])
-    parser.add_argument("--minutes", type=soak.positive_minutes, required=True,
+    parser.add_argument("--minutes", type=soak.positive_minutes,
                         help="the soak's time box: a finite number of minutes above 0")
+    parser.add_argument("--merge-shards", type=Path, nargs="+", metavar="NIGHT",
+                        help="instead of soaking: merge the nights N hosts ran as shards K/N of one night into OUT")
     parser.add_argument("--out", type=Path, required=True, help="tonight's folder")
     parser.add_argument("--previous", type=Path, help="last night's folder (its fixed.json), to compare with")
     parser.add_argument("--bench", type=Path, help="bench/softmax_bandwidth.py's bandwidth.json from this device")
@@ -103,6 +113,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="soak on where OUT/soak holds an earlier run's rounds, and merge them with this run's; "
                              "without it, such an OUT is refused")
     args = parser.parse_args(ours)
+    if args.merge_shards:
+        return merged_night(args)
+    if args.minutes is None:
+        parser.error("the following arguments are required: --minutes (unless --merge-shards)")
     soak.refuse_earlier_rounds(parser, args.out / "soak", args.resume)
     if not any(a == "--kernel" or a.startswith("--kernel=") for a in pytest_args):
         pytest_args = ["--kernel", "all", *pytest_args]
@@ -124,28 +138,72 @@ def night(args: argparse.Namespace, interruption: soak.Interruption) -> int:
     """The night's files from the soak's rounds; its exit status."""
     summary = soak.read_summary(args.out / "soak")
     documents = round_reports(args.out / "soak", summary)
+    soaked = (args.out / "soak" / "soak.md").read_text().replace("# Soak", "## Soak", 1).splitlines()
+    return write_night(args, documents, summary["verdict"] == "PASSED", soaked, interruption,
+                       lambda word, regressed: headline(word, interruption, summary, len(documents), args, regressed))
+
+
+def merged_night(args: argparse.Namespace) -> int:
+    """The nights of a fleet's shards (``--merge-shards``) as one night in ``args.out``; its exit status."""
+    reports, problems = [], []
+    for folder in args.merge_shards:
+        try:
+            reports.append(shards.ShardReport.of(folder, report_cli.load(folder / "accuracy.json")))
+        except shards.Refused as refused:
+            problems += refused.problems
+        except SystemExit as unreadable:  # no report, or not one
+            problems.append(str(unreadable))
+    problems = problems or shards.problems(reports, same_draws=False)
+    if problems:
+        for line in problems:
+            print(f"nightly: merge refused: {line}", file=sys.stderr)
+        return shards.REFUSED
+    reports.sort(key=lambda r: r.shard.index)
+    verdicts = {r.shard.label: soak.read_summary(r.folder / "soak").get("verdict", "no soak summary") for r in reports}
+    listed = [f"- shard {r.shard.label}: `{r.folder}`, soak {verdicts[r.shard.label].lower()}, "
+              f"{r.run.get('rounds', 1)} round(s)" for r in reports]
+    args.out.mkdir(parents=True, exist_ok=True)
+
+    def merged_headline(word: str, regressed: bool) -> str:
+        compared = ("no previous night given" if args.previous is None else
+                    f"{'regressed' if regressed else 'no regression'} against `{args.previous}`")
+        failed = sorted(label for label, verdict in verdicts.items() if verdict != "PASSED")
+        soaked = f"soaks of shard(s) {', '.join(failed)} did not pass" if failed else "every shard's soak passed"
+        return f"**{word}**: {len(reports)} shard nights merged, {soaked}; {compared}"
+
+    return write_night(args, [r.document for r in reports], set(verdicts.values()) == {"PASSED"},
+                       ["## Shards", "", *listed, ""], soak.Interruption(), merged_headline,
+                       run={**shards.merged_run(reports), "rounds": sum(r.run.get("rounds", 1) for r in reports),
+                            "seeds": [seed for r in reports for seed in r.run.get("seeds", [])]})
+
+
+def write_night(args: argparse.Namespace, documents: list[dict], soaked: bool, tail: list[str],
+                interruption: soak.Interruption, headline_of, run: dict | None = None) -> int:
+    """OUT/accuracy.json, fixed.json, the league, the comparison with the previous night and nightly.md from the
+    reports ``documents``; ``soaked``: their soak passed; ``tail``: nightly.md's last lines; ``run``: the merged
+    report's run metadata, if not the first document's.  The exit status."""
     tonight, written, comparison, regressed = None, [], "", False
     bench = json.loads(args.bench.read_text()) if args.bench else None
     if documents:
-        tonight = merge(documents)
+        tonight, fixed = merge(documents), merge(documents, fixed=True)
+        tonight["run"] = fixed["run"] = run or tonight["run"]
         (args.out / "accuracy.json").write_text(json.dumps(tonight, indent=1, sort_keys=True) + "\n")
-        (args.out / "fixed.json").write_text(json.dumps(merge(documents, fixed=True), indent=1, sort_keys=True)
-                                             + "\n")
+        (args.out / "fixed.json").write_text(json.dumps(fixed, indent=1, sort_keys=True) + "\n")
         written = league.write(args.out, tonight, bench)
         if args.previous is not None:
             comparison, regressed = compare(args.previous / "fixed.json", args.out / "fixed.json")
             (args.out / "compare.txt").write_text(comparison)
     else:
         print("nightly: no round wrote a report; see the soak's logs", file=sys.stderr)
-    failed = summary["verdict"] != "PASSED" or regressed or tonight is None
+    failed = not soaked or regressed or tonight is None
     word = "INTERRUPTED" if interruption.signal else "FAILED" if failed else "PASSED"
-    lines = ["# Nightly run", "", headline(word, interruption, summary, len(documents), args, regressed), ""]
+    lines = ["# Nightly run", "", headline_of(word, regressed), ""]
     if comparison:
         lines += ["## Against the previous night", "", "```", comparison.rstrip(), "```", ""]
     if tonight is not None:
         lines += league.markdown(tonight["categories"], tonight["invariances"], bench)
         lines += [f"![{p.stem}]({p.name})" for p in written if p.suffix == ".png"] + [""]
-    lines += (args.out / "soak" / "soak.md").read_text().replace("# Soak", "## Soak", 1).splitlines()
+    lines += tail
     (args.out / "nightly.md").write_text("\n".join(lines) + "\n")
     print(f"nightly: {word}; {args.out / 'nightly.md'}")
     if interruption.signal:

@@ -95,13 +95,18 @@ def family(nodeid: str) -> str:
     return nodeid.split("[", 1)[0]
 
 
-def longest_first(items: list, durations: dict[str, float]) -> list:
-    """``items`` by expected duration, longest first; ties (unknown tests) keep their collection order."""
+def expected(nodeids, durations: dict[str, float]) -> dict[str, float]:
+    """Each test's expected seconds: its recorded duration, else the longest of its family, else 0."""
     longest: dict[str, float] = {}
     for nodeid, seconds in durations.items():
         longest[family(nodeid)] = max(seconds, longest.get(family(nodeid), 0.0))
-    return sorted(items, key=lambda item: durations.get(item.nodeid, longest.get(family(item.nodeid), 0.0)),
-                  reverse=True)
+    return {nodeid: durations.get(nodeid, longest.get(family(nodeid), 0.0)) for nodeid in nodeids}
+
+
+def longest_first(items: list, durations: dict[str, float]) -> list:
+    """``items`` by expected duration, longest first; ties (unknown tests) keep their collection order."""
+    seconds = expected([item.nodeid for item in items], durations)
+    return sorted(items, key=lambda item: seconds[item.nodeid], reverse=True)
 
 
 def dealt(items: list, hands: int) -> list:

@@ -1,6 +1,9 @@
 """``python -m report compare OLD.json NEW.json [NEWER.json ...]``: what improved and what regressed.
 ``python -m report league ACCURACY.json [--bench BANDWIDTH.json] [--out DIR]``: the league table
 (:mod:`report.league`).
+``python -m report merge OUT SHARD_DIR... [--accuracy-baseline FILE|auto]``: the reports of a run's shards
+(``--shard K/N``) as one report in OUT and one gate verdict (:mod:`report.merge`; exit status 4 when the
+folders are not the shards of one run, 1 when a shard failed a test or the merged gate failed).
 
 From another folder: ``python PATH/TO/CHECKOUT/report compare ...``.
 
@@ -22,7 +25,7 @@ from pathlib import Path
 if not __package__:  # run as ``python CHECKOUT/report compare ...`` from anywhere: the checkout holds the package
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from report import baseline, invariances, league  # noqa: E402
+from report import baseline, invariances, league, merge  # noqa: E402
 
 
 def load(path: Path) -> dict:
@@ -86,7 +89,16 @@ def main(argv: list[str] | None = None) -> int:
     table.add_argument("report", type=Path, metavar="REPORT")
     table.add_argument("--bench", type=Path, help="bench/softmax_bandwidth.py's bandwidth.json, same device")
     table.add_argument("--out", type=Path, default=Path("."), help="where league.md, league.json, plots go")
+    shards = commands.add_parser("merge", help="merge the reports of a run's shards into one report and verdict")
+    shards.add_argument("out", type=Path, metavar="OUT", help="the merged report's folder")
+    shards.add_argument("shards", type=Path, nargs="+", metavar="SHARD_DIR", help="each shard's --accuracy-report")
+    shards.add_argument("--accuracy-baseline", metavar="FILE|auto",
+                        help="gate the merged shards as one run ('auto': baselines/<backend>.json)")
+    shards.add_argument("--require-baseline", action="store_true",
+                        help="fail the gate for a kernel the baseline does not hold")
     args = parser.parse_args(argv)
+    if args.command == "merge":
+        return merge.main(args.out, args.shards, args.accuracy_baseline, args.require_baseline)
     if args.command == "league":
         bench = json.loads(args.bench.read_text()) if args.bench else None
         for path in league.write(args.out, json.loads(args.report.read_text()), bench):

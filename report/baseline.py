@@ -303,6 +303,22 @@ def compare_invariances(baseline_held: dict, held: dict, sources: dict | None = 
     return findings
 
 
+def judge(reference: dict, categories: dict, held: dict, ran: set[str], run: dict) -> tuple[list, dict[str, str]]:
+    """The regression gate's findings for a run's categories and invariances held, against the baseline
+    ``reference``, and the kernels it cannot judge on this run, with why.  A run judges itself with this at its
+    end (:mod:`report.plugin`); a merge of shards judges their union with it (:mod:`report.merge`)."""
+    stale = other_draws(reference, run)
+    kernels = set(reference["kernels"]) | set(categories) | set(held)
+    unjudged = dict.fromkeys(kernels, stale) if stale else machine_bound(reference, run)
+    unjudged = {kernel: why for kernel, why in unjudged.items() if kernel in kernels}
+    judged = {k: groups for k, groups in reference["kernels"].items() if k not in unjudged}
+    findings = compare(judged, {k: v for k, v in categories.items() if k not in unjudged}, ran)
+    findings += compare_invariances(
+        {k: v for k, v in reference.get("invariances", {}).items() if k not in unjudged},
+        {k: v for k, v in held.items() if k not in unjudged}, reference.get("invariance_tests"), ran)
+    return findings, unjudged
+
+
 def table(findings: list[Finding], *, only_failures: bool) -> list[str]:
     """Aligned text rows: kernel, category, metric, baseline, the most the gate allows, now, verdict.
     Failing rows first."""

@@ -13,11 +13,15 @@
   registers the controller's :class:`Gatherer`, which gathers records, writes
   ``--accuracy-report DIR``, runs the gate (a failing gate fails the run) or
   ``--update-baseline``, and prints the table per kernel and category.
+* ``pytest_testnodedown`` (xdist): each worker names the device it ran on, and
+  the report's run metadata counts the workers per device (``workers``); with
+  ``--shard`` it also says which shard ran which tests (:mod:`harness.sharding`).
 """
 
 from __future__ import annotations
 
 import datetime
+import os
 import platform
 import subprocess
 import traceback
@@ -25,7 +29,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import calls, payload, seeding
+from harness import calls, payload, pinning, seeding, sharding
 from harness.session import session_of
 
 from . import artifacts, baseline, invariances
@@ -34,16 +38,29 @@ from .summary import INTERPRETER_BF16, categorize, interpreter_truncates_bf16, s
 RECORDS = "records"
 EXPECTS = "softmax_expects_records"
 REPLAY = "softmax_replay"  # the report attribute holding a failure's replay command
+DEVICE = "softmax_device"  # the key of an xdist worker's output naming its device
 
 
 def is_controller(config: pytest.Config) -> bool:
     return not hasattr(config, "workerinput")
 
 
+def device_label(backend) -> str:
+    """The device this process runs kernels on, numbered as the user numbers them: ``cuda:3 (NVIDIA H100 ...)`` for
+    a worker pinned to entry 3 of ``CUDA_VISIBLE_DEVICES`` (inside the worker it is device 0)."""
+    index = backend.device.index
+    if index is None:
+        return f"{backend.name} ({backend.device_name})"
+    visible = pinning.visible_list(backend.name, os.environ)
+    number = visible[index] if visible and index < len(visible) else index
+    return f"{backend.name}:{number} ({backend.device_name})"
+
+
 def pytest_configure(config: pytest.Config) -> None:
-    if not is_controller(config):
-        return
     run = session_of(config)
+    if not is_controller(config):
+        config.workeroutput[DEVICE] = device_label(run.backend)  # the controller counts workers per device
+        return
     reference = None
     try:
         if run.gate is not None and not run.gate.update:
@@ -137,6 +154,7 @@ def run_metadata(config: pytest.Config) -> dict:
         "example_database": run.draws.database,
         "draws": seeding.draws_fingerprint(run.backend.name, run.draws),
         "git_commit": git_commit(config.rootpath),
+        **sharding.metadata(config),  # which shard of a split run, and its tests
         "started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "versions": {"python": platform.python_version(), "torch": torch.__version__, "triton": triton.__version__,
                      "hypothesis": hypothesis.__version__, "mpmath": mpmath.__version__,
@@ -179,6 +197,22 @@ class Gatherer:
         self.in_progress: list[str] = []  # kernel calls running when the run was interrupted
         self.baseline_written: Path | None = None
         self.baseline_notes: list[str] = []
+        self.worker_devices: dict[str, str] = {}  # xdist worker -> its device
+
+    def workers(self) -> dict[str, int]:
+        """How many processes ran tests on each device: xdist's workers, else this one."""
+        if not self.worker_devices:
+            return {device_label(session_of(self.config).backend): 1}
+        counts: dict[str, int] = {}
+        for device in self.worker_devices.values():
+            counts[device] = counts.get(device, 0) + 1
+        return dict(sorted(counts.items()))
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node, error) -> None:
+        device = getattr(node, "workeroutput", {}).get(DEVICE)
+        if device:
+            self.worker_devices[node.gateway.id] = device
 
     @property
     def measured(self) -> set[str]:
@@ -218,7 +252,8 @@ class Gatherer:
         self.categories = categorize(self.records)
         self.invariances = invariances.combine(self.invariance_entries)
         held = invariances.held(self.invariances)
-        metadata = run_metadata(config) if (run.gate or run.report) else {}
+        metadata = {**run_metadata(config), "workers": self.workers(),
+                    "interrupted": self.interrupted} if (run.gate or run.report) else {}
         if run.gate is not None and run.gate.update:
             self.update_baseline(run.gate, metadata, held)
         elif run.gate is not None:
@@ -235,17 +270,7 @@ class Gatherer:
                                                 self.outcomes, self.in_progress)
 
     def judge(self, metadata: dict, held: dict) -> None:
-        reference = self.reference
-        stale = baseline.other_draws(reference, metadata)
-        kernels = set(reference["kernels"]) | self.measured
-        unjudged = dict.fromkeys(kernels, stale) if stale else baseline.machine_bound(reference, metadata)
-        self.unjudged = {kernel: why for kernel, why in unjudged.items() if kernel in kernels}
-        judged = {k: groups for k, groups in reference["kernels"].items() if k not in self.unjudged}
-        self.findings = baseline.compare(judged, {k: v for k, v in self.categories.items() if k not in self.unjudged},
-                                         self.ran)
-        self.findings += baseline.compare_invariances(
-            {k: v for k, v in reference.get("invariances", {}).items() if k not in self.unjudged},
-            {k: v for k, v in held.items() if k not in self.unjudged}, reference.get("invariance_tests"), self.ran)
+        self.findings, self.unjudged = baseline.judge(self.reference, self.categories, held, self.ran, metadata)
 
     def update_baseline(self, gate, metadata: dict, held: dict) -> None:
         if self.interrupted:
