@@ -226,7 +226,7 @@ def expect_refusal(kernel: KernelSpec, call, x: torch.Tensor, dim: int, refusal:
         return
     assert accepted_by_torch(x, dim), \
         f"{kernel.name} returned numbers for an input outside its declared capabilities ({refusal})"
-    if judge is not None:
+    if judge is not None and x.is_floating_point() and x.numel():  # an empty result holds nothing to judge
         judge(y).check(f"{kernel.name} returned numbers for an input outside its declared capabilities ({refusal}), "
                        "judged with the loosest known arithmetic:\n")
 

@@ -55,7 +55,9 @@ value: the gap's rounding fl(x - m), a quotient, a reciprocal, a product, an
 addition whose smaller operand reaches the result's ulp.  What can remain:
 
 1. The exp's bias.  With beta_exp the largest |mean signed error| of exp~ in
-   ulps of C (``Arithmetic.exp_bias_ulps``), e~_j = e_j (1 + eps_j), and a
+   ulps of C (``Arithmetic.exp_bias_ulps``, plus ``exp_bias_per_gap`` times
+   the row's mean gap |d_j|, for an exp computed as 2^(d fl(log2e)), whose
+   rounded constant errs one way for every d), e~_j = e_j (1 + eps_j), and a
    relative bias common to every exponential cancels in e_j / sum(e): to
    first order y_j errs by eps_j - sum_i f_i eps_i relative.  A mean error of
    beta_exp ulps of e_j is beta_exp ulp(e_j)/e_j relative, beta_exp times
@@ -86,7 +88,7 @@ addition whose smaller operand reaches the result's ulp.  What can remain:
 
 So a row's mean signed error m_r (over its distinct used outputs) has
 |E m_r| <= beta_r = 2 (1 + rescales) beta_exp + beta_div + L_r mean_j (f_j /
-ulp(f_j)).  Second-order terms (E sigma^2 for a relative error sigma of the
+ulp(f_j)), beta_exp taken at the row's mean gap.  Second-order terms (E sigma^2 for a relative error sigma of the
 sum, t^2 / 2 for the gap's) are below 10^-5 ulp.  A kernel of unknown
 construction takes the largest beta_exp and beta_div of every arithmetic
 known on the backend (as for the conversions toward zero), not the merged
@@ -260,8 +262,11 @@ def row_bias(x: np.ndarray, y: np.ndarray, exact: np.ndarray, out: Format, profi
         small_terms = (small_terms_error(exact, terms, out)[:, 0] * position.sum(axis=-1))[judged] / counts[judged]
     rows = means.size
     known = known_arithmetics(profile.arithmetic, backend)
-    operations = (2 * (1 + profile.reduction.rescales(x.shape[-1])) * max(a.exp_bias_ulps for a in known)
-                  + max(a.div_bias_ulps for a in known))
+    peak = np.max(np.where(terms.regular, x, -np.inf), axis=-1, keepdims=True)
+    gaps = np.where(used, np.abs(x - peak), 0.0).sum(axis=-1)[judged] / counts[judged]  # mean |d| per row
+    exp_bias = max(a.exp_bias_ulps for a in known) + max(a.exp_bias_per_gap for a in known) * gaps
+    operations = float(np.mean(2 * (1 + profile.reduction.rescales(x.shape[-1])) * exp_bias
+                               + max(a.div_bias_ulps for a in known))) if rows else 0.0
     statistical = sampling_margin(means) if rows >= MIN_ROWS else math.inf
     lost = float(small_terms.mean()) if rows else 0.0
     allowance = Allowance(operations + lost, 0.0, statistical, int(counts.sum()), rows=rows,

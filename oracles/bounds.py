@@ -107,6 +107,9 @@ class Arithmetic:
     exp_bias_ulps: float
     # The same for the division e~/S~ (or a reciprocal and a product): 0 where each rounds to nearest.
     div_bias_ulps: float
+    # A bias of the exp growing with the gap |d|, in ulps of C per unit of |d|: exp as 2^(d log2e) with
+    # log2e rounded to the compute format errs by |d| (log2e - fl(log2e)) ln 2 relative, one sign for every d.
+    exp_bias_per_gap: float = 0.0
     # Error of the final conversion to a narrower output dtype, in output ulps
     # (0.5 = round to nearest, 1 = toward zero); a dtype not listed is treated as 1.
     downcast_ulps: Mapping[torch.dtype, float] = field(default_factory=dict)
