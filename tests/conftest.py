@@ -1,5 +1,7 @@
 """Fixtures shared by the suite's own tests."""
 
+import fcntl
+import json
 import os
 import subprocess
 import sys
@@ -24,6 +26,26 @@ def run_pytest():
             [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *plugins, *args],
             cwd=ROOT, env={**clean, **env}, capture_output=True, text=True, timeout=600,
         )
+
+    return run
+
+
+@pytest.fixture(scope="session")
+def once(tmp_path_factory):
+    """``once(name, make)``: ``make(folder)`` runs a single time for the whole run, and every test (on every xdist
+    worker) gets its JSON-safe result and its folder.  For sub-runs that several tests read."""
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base  # the run's own folder either way
+
+    def run(name: str, make) -> tuple[dict, Path]:
+        folder = shared / name
+        with open(shared / f"{name}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            done = shared / f"{name}.json"
+            if not done.exists():
+                folder.mkdir(exist_ok=True)
+                done.write_text(json.dumps(make(folder)))
+            return json.loads(done.read_text()), folder
 
     return run
 

@@ -3,6 +3,7 @@ for a kernel whose tests all crash."""
 
 import json
 import math
+import shutil
 
 import pytest
 
@@ -14,19 +15,36 @@ TWO_DTYPES = ("tests/test_accuracy.py", "-k", "test_softmax_within_derived_bound
               "--device", "cpu", "--kernel", "torch")
 
 
+def made_by(run_pytest, *args: str):
+    """``make(folder)`` for ``once``: a baseline of the run of ``args``, made as the README says (no profile named)."""
+    def make(folder):
+        result = run_pytest(*args, "--accuracy-baseline", str(folder / "baseline.json"), "--update-baseline")
+        assert result.returncode == 0, result.stdout[-3000:]
+        return {}
+
+    return make
+
+
 @pytest.fixture
-def made(run_pytest, tmp_path):
-    """A baseline of the gate kernel, made as the README says (no profile named)."""
-    path = tmp_path / "baseline.json"
-    result = run_pytest(*ACCURACY, "--kernel", GATE_KERNEL, "--accuracy-baseline", str(path), "--update-baseline")
-    assert result.returncode == 0, result.stdout[-3000:]
-    return path
+def made(run_pytest, once, tmp_path):
+    """A baseline of the gate kernel (made once for the whole run; each test has its own copy)."""
+    _, folder = once("gate-kernel-baseline", made_by(run_pytest, *ACCURACY, "--kernel", GATE_KERNEL))
+    shutil.copy(folder / "baseline.json", tmp_path / "baseline.json")
+    return tmp_path / "baseline.json"
+
+
+@pytest.fixture
+def two_dtypes(run_pytest, once, tmp_path):
+    """A baseline of torch's fp32 and fp16 softmax tests (made once; a copy each)."""
+    _, folder = once("two-dtypes-baseline", made_by(run_pytest, *TWO_DTYPES))
+    shutil.copy(folder / "baseline.json", tmp_path / "baseline.json")
+    return tmp_path / "baseline.json"
 
 
 def test_a_gate_draws_the_baselines_inputs_whatever_the_environment(run_pytest, made):
     """Without CI (a developer's machine), or with a profile in the environment, the gate still draws the ci
     profile's pinned inputs: no regression of an unchanged kernel."""
-    for env in ({"CI": ""}, {"CI": "", "HYPOTHESIS_PROFILE": "dev"}, {"HYPOTHESIS_PROFILE": "nightly"}):
+    for env in ({"CI": "", "HYPOTHESIS_PROFILE": "dev"}, {"CI": "1", "HYPOTHESIS_PROFILE": "nightly"}):
         gated = run_pytest(*ACCURACY, "--kernel", GATE_KERNEL, "--accuracy-baseline", str(made), **env)
         assert gated.returncode == 0 and "accuracy gate: no regression" in gated.stdout, (env, gated.stdout[-3000:])
         assert "draws: profile ci, seeds pinned: 0" in gated.stdout
@@ -57,9 +75,8 @@ def test_a_kernel_whose_tests_all_crash_fails_the_gate(run_pytest, made, tmp_pat
     assert verdict.startswith("**FAILED") and "regression(s) against" in verdict, verdict
 
 
-def test_a_subset_is_gated_on_what_it_ran_and_says_what_it_did_not(run_pytest, tmp_path):
-    path = tmp_path / "baseline.json"
-    assert run_pytest(*TWO_DTYPES, "--accuracy-baseline", str(path), "--update-baseline").returncode == 0
+def test_a_subset_is_gated_on_what_it_ran_and_says_what_it_did_not(run_pytest, two_dtypes):
+    path = two_dtypes
     subset = run_pytest(*TWO_DTYPES[:2], TWO_DTYPES[2].replace("(float32 or float16)", "float16"),
                         *TWO_DTYPES[3:], "--accuracy-baseline", str(path))
     assert subset.returncode == 0, subset.stdout[-3000:]
@@ -67,9 +84,8 @@ def test_a_subset_is_gated_on_what_it_ran_and_says_what_it_did_not(run_pytest, t
     assert "accuracy gate: torch: 11 baseline categorie(s) not run in this run" in subset.stdout, subset.stdout[-2000:]
 
 
-def test_updating_a_baseline_from_a_subset_keeps_what_the_subset_did_not_measure(run_pytest, tmp_path):
-    path = tmp_path / "baseline.json"
-    assert run_pytest(*TWO_DTYPES, "--accuracy-baseline", str(path), "--update-baseline").returncode == 0
+def test_updating_a_baseline_from_a_subset_keeps_what_the_subset_did_not_measure(run_pytest, two_dtypes):
+    path = two_dtypes
     full = set(json.loads(path.read_text())["kernels"]["torch"])
     fp16 = (*TWO_DTYPES[:2], TWO_DTYPES[2].replace("(float32 or float16)", "float16"), *TWO_DTYPES[3:])
     merged = run_pytest(*fp16, "--accuracy-baseline", str(path), "--update-baseline")
