@@ -23,6 +23,7 @@ import functools
 import math
 import shlex
 import sys
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 
@@ -232,6 +233,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="the watchdog's limit on the kernel call (default: the suite's for the device; 0: none)")
     parser.add_argument("case", help="the Case(...) the failure printed")
     args = parser.parse_args(argv)
+    # The interpreter's numpy warns of what the judge reports (as pytest.ini filters for a run).
+    warnings.filterwarnings("ignore", category=RuntimeWarning, module="triton.runtime.interpreter")
     try:
         backend = activate(args.device)  # before the kernels import triton
         import kernels
@@ -266,7 +269,7 @@ def main(argv: list[str] | None = None) -> int:
         print("judged with the loosest known arithmetic:")
         kernel = unknown_construction(kernel)
     verdict = judge_softmax(kernel, backend.name, x, case.dim, y, mask=mask, log=op.log, out_dtype=op.out_dtype,
-                            replay=command(kernel, backend.name, op.name, case))
+                            replay=f"{case!r} -> {describe_input(x, case.dim)}")
     print(verdict.explain())
     return 0 if verdict.ok else 1
 

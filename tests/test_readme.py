@@ -1,0 +1,49 @@
+"""Every command of the README runs as written: the ones CI runs are CI's, this test runs the others."""
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+CI_RUNS = ('python -m pip install ".[cpu]"', "python -m pytest -n auto --accuracy-baseline auto")
+# What each other command must do, run from the checkout's root: its exit status, and words of its output.
+RUN_HERE = {
+    "python -m pytest -n auto --kernel examples/my_kernels.py:softmax": (0, "passed"),
+    "python -m pytest -n auto --kernel examples/my_kernels.py:softmax_half_sum --accuracy-report reports/mine":
+        (1, "replay in one step: python -m harness.replay --kernel "),
+    "python -m harness.replay --kernel examples/my_kernels.py:softmax_half_sum --device cpu --op softmax "
+    "\"Case(shape=(2, 4096), dim=1, dtype=torch.bfloat16, values=Values(kind='equal', scale=1.0), seed=4)\"":
+        (1, "beyond the derived bound"),
+    "python -m harness.nightly --minutes 1 --out reports/nightly -- --kernel examples/my_kernels.py:softmax":
+        (0, "nightly: PASSED"),
+}
+
+
+def readme_commands() -> list[str]:
+    """The commands of the README's ``sh`` blocks, a line each (a trailing backslash continues it)."""
+    blocks = re.findall(r"```sh\n(.*?)```", (ROOT / "README.md").read_text(), re.DOTALL)
+    return [line.strip() for block in blocks for line in block.replace("\\\n", " ").splitlines() if line.strip()]
+
+
+def test_every_command_of_the_readme_is_run_by_ci_or_by_this_test():
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert all(command in ci for command in CI_RUNS)
+    assert sorted(readme_commands()) == sorted([*CI_RUNS, *RUN_HERE])
+
+
+@pytest.mark.parametrize("command", list(RUN_HERE))
+def test_a_readme_command_does_what_the_readme_says(command):
+    """Run by a shell from the checkout's root, exactly as written (what they write goes to reports/, which git
+    ignores), with nothing inherited that the README does not say."""
+    status, said = RUN_HERE[command]
+    env = {k: v for k, v in os.environ.items() if k not in ("TRITON_INTERPRET", "PYTEST_XDIST_WORKER",
+                                                             "PYTEST_XDIST_WORKER_COUNT", "PYTHONPATH")}
+    if "harness.nightly" in command:
+        shutil.rmtree(ROOT / "reports" / "nightly", ignore_errors=True)  # a night refuses a folder of old rounds
+    result = subprocess.run(command, shell=True, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    assert result.returncode == status, result.stdout[-3000:] + result.stderr[-3000:]
+    assert said in result.stdout + result.stderr, result.stdout[-3000:]
