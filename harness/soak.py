@@ -347,7 +347,9 @@ def run_round(number: int, args: argparse.Namespace, pytest_args: list[str], dea
     minutes = (deadline - time.time()) / 60
     command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--hypothesis-profile", "nightly",
                f"--soak-seed={round_seed}", f"--soak-deadline={deadline}", f"--soak-minutes={minutes:.3f}",
-               "--soak-log", str(directory / "soak-log.json"), "--accuracy-report", str(directory),
+               # option=value: pytest finds its rootdir before it knows the suite's options, and would take a
+               # folder given as a separate argument, outside the checkout, for the tests' own
+               f"--soak-log={directory / 'soak-log.json'}", f"--accuracy-report={directory}",
                *pytest_args]
     started = time.time()
     with open(directory / "pytest.log", "w") as log:
