@@ -117,6 +117,8 @@ def main(argv: list[str] | None = None) -> int:
         return merged_night(args)
     if args.minutes is None:
         parser.error("the following arguments are required: --minutes (unless --merge-shards)")
+    if args.previous is not None and not (args.previous / "fixed.json").is_file():
+        parser.error(f"--previous {args.previous}: no fixed.json there (the folder of a night this driver wrote)")
     soak.refuse_earlier_rounds(parser, args.out / "soak", args.resume)
     if not any(a == "--kernel" or a.startswith("--kernel=") for a in pytest_args):
         pytest_args = ["--kernel", "all", *pytest_args]
@@ -151,7 +153,7 @@ def merged_night(args: argparse.Namespace) -> int:
             reports.append(shards.ShardReport.of(folder, report_cli.load(folder / "accuracy.json")))
         except shards.Refused as refused:
             problems += refused.problems
-        except SystemExit as unreadable:  # no report, or not one
+        except report_cli.Refused as unreadable:  # no report, or not one
             problems.append(str(unreadable))
     problems = problems or shards.problems(reports, same_draws=False)
     if problems:

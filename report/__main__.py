@@ -7,12 +7,15 @@ folders are not the shards of one run, 1 when a shard failed a test or the merge
 
 From another folder: ``python PATH/TO/CHECKOUT/report compare ...``.
 
-The files are ``accuracy.json`` reports (``--accuracy-report``), oldest first;
-each is compared with the one before it under the regression gate's rules and
-slack (:mod:`report.baseline`), and a trend table follows for three or more.
-Bitwise invariances that held before and broke after count as regressions, and
-so does a kernel that vanished.  Exit status 1 when the newest report regressed
-against the one before it, for nightly trend jobs.
+The reports are ``accuracy.json`` files or the folders holding them
+(``--accuracy-report``), oldest first; each is compared with the one before it
+under the regression gate's rules and slack (:mod:`report.baseline`), and a
+trend table follows for three or more.  Bitwise invariances that held before
+and broke after count as regressions, and so does a kernel that vanished.
+Reports compare only when they drew the same inputs (the same draws
+fingerprint): statistics of other inputs say nothing of a kernel.  Exit status
+1 when the newest report regressed against the one before it, for nightly trend
+jobs; 4 (pytest's usage error) when the command cannot compare what it is given.
 """
 
 from __future__ import annotations
@@ -27,14 +30,40 @@ if not __package__:  # run as ``python CHECKOUT/report compare ...`` from anywhe
 
 from report import baseline, invariances, league, merge  # noqa: E402
 
+REFUSED = merge.REFUSED
+
+
+class Refused(Exception):
+    """What the command was given cannot be compared; the message says why."""
+
+
+class Parser(argparse.ArgumentParser):
+    def error(self, message: str):
+        self.print_usage(sys.stderr)
+        self.exit(REFUSED, f"{self.prog}: error: {message}\n")
+
 
 def load(path: Path) -> dict:
+    """The report at ``path``, an ``accuracy.json`` or the folder holding one."""
+    file = path / "accuracy.json" if path.is_dir() else path
     try:
-        document = json.loads(path.read_text())
+        document = json.loads(file.read_text())
         categories(document)  # what every use reads: a document without it is no report
         return document
     except (OSError, json.JSONDecodeError, KeyError, TypeError) as error:
-        raise SystemExit(f"{path}: not an accuracy.json report ({error})") from None
+        raise Refused(f"{file}: not an accuracy.json report ({error})") from None
+
+
+def same_draws(old_run: dict, new_run: dict, old_name, new_name) -> None:
+    """Refuse two reports whose statistics came from different inputs."""
+    if old_run.get("draws") is None or new_run.get("draws") is None:
+        random = [str(name) for name, run in ((old_name, old_run), (new_name, new_run)) if run.get("draws") is None]
+        raise Refused(f"{', '.join(random)}: drew random inputs (no draws fingerprint: a run of the dev profile, or "
+                      "one seeded at random), which no other run draws again; compare runs of one profile and seed")
+    if why := baseline.other_draws(old_run, new_run):
+        raise Refused(f"{old_name} and {new_name} cannot be compared: " + why.replace(
+            "remake the baseline with --update-baseline", "run both with the same suite, profile and seed").replace(
+            "the baseline's", "the older report's"))
 
 
 def categories(document: dict) -> tuple[dict, dict, dict]:
@@ -43,8 +72,10 @@ def categories(document: dict) -> tuple[dict, dict, dict]:
 
 
 def pair(old_path: Path, new_path: Path) -> list[baseline.Finding]:
-    """Print what changed from one report to the next; the findings."""
-    return changes(load(old_path), load(new_path), old_path, new_path)
+    """Print what changed from one report to the next, which must have drawn the same inputs; the findings."""
+    old, new = load(old_path), load(new_path)
+    same_draws(old["run"], new["run"], old_path, new_path)
+    return changes(old, new, old_path, new_path)
 
 
 def changes(old_document: dict, new_document: dict, old_name, new_name) -> list[baseline.Finding]:
@@ -81,10 +112,11 @@ def trend(paths: list[Path]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m report", description=__doc__.splitlines()[0])
-    commands = parser.add_subparsers(dest="command", required=True)
+    parser = Parser(prog="python -m report", description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
     compare = commands.add_parser("compare", help="compare accuracy.json reports, oldest first")
-    compare.add_argument("reports", type=Path, nargs="+", metavar="REPORT")
+    compare.add_argument("reports", type=Path, nargs="+", metavar="REPORT",
+                         help="an accuracy.json, or the --accuracy-report folder holding one")
     table = commands.add_parser("league", help="the league table of an accuracy.json report")
     table.add_argument("report", type=Path, metavar="REPORT")
     table.add_argument("--bench", type=Path, help="bench/softmax_bandwidth.py's bandwidth.json, same device")
@@ -106,14 +138,20 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if len(args.reports) < 2:
         parser.error("compare needs two reports at least, oldest first")
-    findings = []
-    for old, new in zip(args.reports, args.reports[1:]):
-        findings = pair(old, new)
-        print()
-    if len(args.reports) > 2:
-        print("trend (what changed along the way):")
-        for line in trend(args.reports):
-            print("  " + line)
+    try:
+        for old, new in zip(args.reports, args.reports[1:]):  # every pair is checked before any is printed
+            same_draws(load(old)["run"], load(new)["run"], old, new)
+        findings = []
+        for old, new in zip(args.reports, args.reports[1:]):
+            findings = pair(old, new)
+            print()
+        if len(args.reports) > 2:
+            print("trend (what changed along the way):")
+            for line in trend(args.reports):
+                print("  " + line)
+    except Refused as why:
+        print(f"python -m report compare: {why}", file=sys.stderr)
+        return REFUSED
     return 1 if any(f.fails for f in findings) else 0
 
 

@@ -185,9 +185,9 @@ def test_a_bad_baseline_stops_the_run_before_any_test(run_pytest, tmp_path):
     assert "no baseline at" in result.stderr
 
 
-def fake_report(path, max_ulp: float, mean_ulp: float) -> None:
+def fake_report(path, max_ulp: float, mean_ulp: float, draws: str | None = "d1") -> None:
     stats = {"max_ulp": max_ulp, "mean_ulp": mean_ulp}
-    path.write_text(json.dumps({"run": {"backend": "cpu", "profile": "ci"},
+    path.write_text(json.dumps({"run": {"backend": "cpu", "profile": "ci", "draws": draws},
                                 "categories": {"k": {"softmax/float32/normal": {"records": 3, "kernel": stats}}}}))
 
 
@@ -197,7 +197,7 @@ def test_compare_follows_a_trend_names_vanished_kernels_and_no_change_below_what
     fake_report(same, 10, 11.1400001)  # shown as 11.14 both times: no finding
     assert report_cli(["compare", str(first), str(same)]) == 0
     assert "improved: 0" in capsys.readouterr().out
-    gone.write_text(json.dumps({"run": {"backend": "cpu", "profile": "ci"}, "categories": {}}))
+    gone.write_text(json.dumps({"run": {"backend": "cpu", "profile": "ci", "draws": "d1"}, "categories": {}}))
     assert report_cli(["compare", str(first), str(gone)]) == 1
     assert re.search(r"k +all categories +records +3 +- +- +disappeared", capsys.readouterr().out)
     fake_report(third, 11, 11.0)  # within the slack of 1 ULP
@@ -214,6 +214,26 @@ def test_compare_runs_from_any_folder(tmp_path):
     result = subprocess.run([sys.executable, str(ROOT / "report"), "compare", str(old), str(new)], cwd=tmp_path,
                             env=env, capture_output=True, text=True, timeout=120)
     assert result.returncode == 1 and "regressed: 1" in result.stdout, result.stdout + result.stderr
+
+
+def test_compare_refuses_reports_of_other_draws_and_what_is_no_report_and_takes_a_report_folder(tmp_path, capsys):
+    """Exit 4, pytest's usage error, for what cannot be compared; 1 stays a regression's."""
+    (tmp_path / "old").mkdir()
+    old, other, random = tmp_path / "old" / "accuracy.json", tmp_path / "other.json", tmp_path / "random.json"
+    fake_report(old, 10, 1.0)
+    fake_report(other, 10, 1.0, draws="d2")
+    fake_report(random, 10, 1.0, draws=None)
+    assert report_cli(["compare", str(tmp_path / "old"), str(old)]) == 0  # a folder holding accuracy.json
+    capsys.readouterr()
+    assert report_cli(["compare", str(old), str(other)]) == 4
+    assert "cannot be compared: the suite draws other inputs" in capsys.readouterr().err
+    assert report_cli(["compare", str(old), str(random)]) == 4
+    assert f"{random}: drew random inputs" in capsys.readouterr().err
+    assert report_cli(["compare", str(old), str(tmp_path / "missing.json")]) == 4
+    assert "not an accuracy.json report" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as usage:
+        report_cli(["compare", str(old)])  # one report only
+    assert usage.value.code == 4
 
 
 def test_compare_says_what_regressed_and_what_improved(tmp_path, capsys):
