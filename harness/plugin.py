@@ -62,6 +62,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
              "default: the registered kernels but the peers, and every test",
     )
     group.addoption(
+        "--maxfail-per-kernel", type=int, default=0, metavar="N",
+        help="stop judging a kernel after N failed tests: its later tests are skipped, saying so (each xdist worker "
+             "counts its own); for many kernels at once, as the mutation test's planted bugs",
+    )
+    group.addoption(
         "--self-tests", action="store_true",
         help="with --kernel: also run the suite's tests of itself (oracle, bounds, reports, drivers, mutation score), "
              "which a run without --kernel always runs",
@@ -168,6 +173,31 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem):
     calls.CONTEXT.test, calls.CONTEXT.example, calls.CONTEXT.case = item.nodeid, "", None
     yield
     calls.CONTEXT.test = ""
+
+
+def judged_kernel(item: pytest.Item) -> str | None:
+    """The name of the kernel ``item`` judges, if it takes one."""
+    spec = getattr(item, "callspec", None) and item.callspec.params.get("kernel")
+    return getattr(spec, "name", None)
+
+
+KERNEL_FAILURES = pytest.StashKey[dict]()  # kernel name -> the tests of it that failed in this process
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    limit, kernel = item.config.getoption("maxfail_per_kernel"), judged_kernel(item)
+    failed = item.config.stash.setdefault(KERNEL_FAILURES, {}).get(kernel, [])
+    if limit > 0 and kernel and len(failed) >= limit:
+        pytest.skip(f"{kernel} failed {len(failed)} test(s) already, first {failed[0]} (--maxfail-per-kernel {limit})")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call):
+    report = (yield).get_result()
+    if report.failed and (kernel := judged_kernel(item)):
+        failed = item.config.stash.setdefault(KERNEL_FAILURES, {}).setdefault(kernel, [])
+        if item.nodeid not in failed:
+            failed.append(item.nodeid)
 
 
 @pytest.hookimpl(optionalhook=True)

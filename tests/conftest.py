@@ -1,6 +1,7 @@
 """Fixtures shared by the suite's own tests."""
 
 import fcntl
+import hashlib
 import json
 import os
 import subprocess
@@ -13,6 +14,12 @@ from harness import payload
 
 ROOT = Path(__file__).resolve().parents[1]
 
+# The suite's own tests start about a hundred sub-runs.  Where the environment forbids writing bytecode, each of
+# them compiles the checkout's modules and assertion-rewrites the pytest plugins' packages again (about 3 s of CPU
+# a process, on 2 cores a sixth of the run); here the sub-runs and this run's workers may keep what they compiled.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+sys.dont_write_bytecode = False
+
 
 @pytest.fixture
 def run_pytest():
@@ -24,7 +31,7 @@ def run_pytest():
         plugins = [] if "-n" in args else ["-p", "no:xdist"]
         return subprocess.run(
             [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *plugins, *args],
-            cwd=ROOT, env={**clean, **env}, capture_output=True, text=True, timeout=600,
+            cwd=ROOT, env={**clean, **env}, capture_output=True, text=True, timeout=900,
         )
 
     return run
@@ -46,6 +53,24 @@ def once(tmp_path_factory):
                 folder.mkdir(exist_ok=True)
                 done.write_text(json.dumps(make(folder)))
             return json.loads(done.read_text()), folder
+
+    return run
+
+
+@pytest.fixture
+def readme_command(once):
+    """``readme_command(command)``: the README's ``command`` run once for the whole run, as written, by a shell from
+    the checkout's root, with nothing inherited that the README does not say: its exit status and output."""
+
+    def run(command: str) -> dict:
+        def make(folder):
+            env = {k: v for k, v in os.environ.items() if k not in ("TRITON_INTERPRET", "PYTEST_XDIST_WORKER",
+                                                                     "PYTEST_XDIST_WORKER_COUNT", "PYTHONPATH")}
+            result = subprocess.run(command, shell=True, cwd=ROOT, env=env, capture_output=True, text=True,
+                                    timeout=900)
+            return {"returncode": result.returncode, "stdout": result.stdout, "stderr": result.stderr}
+
+        return once("readme-" + hashlib.sha256(command.encode()).hexdigest()[:16], make)[0]
 
     return run
 

@@ -1,20 +1,19 @@
 """Every command of the README runs as written: the ones CI runs are CI's, this test runs the others."""
 
-import os
 import re
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 CI_RUNS = ('python -m pip install ".[cpu]"', "python -m pytest -n auto --accuracy-baseline auto")
+# The failing run whose report tests/test_report_in_a_browser.py opens.
+FAILING = "python -m pytest -n auto --kernel examples/my_kernels.py:softmax_half_sum --accuracy-report reports/mine"
 # What each other command must do, run from the checkout's root: its exit status, and words of its output.
 RUN_HERE = {
     "python -m pytest -n auto --kernel examples/my_kernels.py:softmax": (0, "passed"),
-    "python -m pytest -n auto --kernel examples/my_kernels.py:softmax_half_sum --accuracy-report reports/mine":
-        (1, "replay in one step: python -m harness.replay --kernel "),
+    FAILING: (1, "replay in one step: python -m harness.replay --kernel "),
     "python -m harness.replay --kernel examples/my_kernels.py:softmax_half_sum --device cpu --op softmax "
     "\"Case(shape=(2, 4096), dim=1, dtype=torch.bfloat16, values=Values(kind='equal', scale=1.0), seed=4)\"":
         (1, "beyond the derived bound"),
@@ -36,14 +35,12 @@ def test_every_command_of_the_readme_is_run_by_ci_or_by_this_test():
 
 
 @pytest.mark.parametrize("command", list(RUN_HERE))
-def test_a_readme_command_does_what_the_readme_says(command):
+def test_a_readme_command_does_what_the_readme_says(command, readme_command):
     """Run by a shell from the checkout's root, exactly as written (what they write goes to reports/, which git
     ignores), with nothing inherited that the README does not say."""
     status, said = RUN_HERE[command]
-    env = {k: v for k, v in os.environ.items() if k not in ("TRITON_INTERPRET", "PYTEST_XDIST_WORKER",
-                                                             "PYTEST_XDIST_WORKER_COUNT", "PYTHONPATH")}
     if "harness.nightly" in command:
         shutil.rmtree(ROOT / "reports" / "nightly", ignore_errors=True)  # a night refuses a folder of old rounds
-    result = subprocess.run(command, shell=True, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
-    assert result.returncode == status, result.stdout[-3000:] + result.stderr[-3000:]
-    assert said in result.stdout + result.stderr, result.stdout[-3000:]
+    result = readme_command(command)
+    assert result["returncode"] == status, result["stdout"][-3000:] + result["stderr"][-3000:]
+    assert said in result["stdout"] + result["stderr"], result["stdout"][-3000:]

@@ -6,7 +6,11 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import numpy as np
 import pytest
+from matplotlib import image
+
+from tests.test_readme import FAILING
 
 ROOT = Path(__file__).resolve().parents[1]
 BROWSER = next((shutil.which(name) for name in ("chromium", "chromium-browser", "google-chrome")
@@ -25,11 +29,11 @@ PROBE = """<!doctype html><html><body><pre id="found"></pre>
 
 
 @pytest.mark.skipif(BROWSER is None, reason="no Chromium on this machine (Debian: apt-get install chromium)")
-def test_the_html_report_of_a_failing_run_loads_in_a_browser(run_pytest, tmp_path):
-    failed = run_pytest("tests/test_accuracy.py", "-k", "test_softmax_within", "--hypothesis-profile", "ci",
-                        "--kernel", "my_kernels:softmax_half_sum", "--accuracy-report", str(tmp_path),
-                        PYTHONPATH=str(ROOT / "examples"))
-    assert failed.returncode == pytest.ExitCode.TESTS_FAILED, failed.stdout[-3000:]
+def test_the_html_report_of_a_failing_run_loads_in_a_browser(readme_command, tmp_path):
+    """The report of the README's failing run (reports/mine), copied beside the probe page."""
+    failed = readme_command(FAILING)
+    assert failed["returncode"] == pytest.ExitCode.TESTS_FAILED, failed["stdout"][-3000:]
+    shutil.copytree(ROOT / "reports" / "mine", tmp_path, dirs_exist_ok=True)
     (tmp_path / "probe.html").write_text(PROBE)
     opened = subprocess.run([BROWSER, "--headless", "--no-sandbox", "--disable-gpu", "--allow-file-access-from-files",
                              "--enable-logging=stderr", "--v=0", "--dump-dom", (tmp_path / "probe.html").as_uri()],
@@ -41,3 +45,19 @@ def test_the_html_report_of_a_failing_run_loads_in_a_browser(run_pytest, tmp_pat
     assert len(page["images"]) == 3 and all(image["loaded"] for image in page["images"]), page["images"]
     assert page["links"] and all(link["resolves"] for link in page["links"]), page["links"]
     assert "Uncaught" not in opened.stderr and "CONSOLE" not in opened.stderr, opened.stderr[-2000:]
+
+
+@pytest.mark.skipif(BROWSER is None, reason="no Chromium on this machine (Debian: apt-get install chromium)")
+def test_the_failing_runs_report_shows_its_failures_highlighted_on_screen(readme_command, tmp_path):
+    """A screenshot of the page as Chromium renders it: the failing verdict and the failing rows in their red."""
+    failed = readme_command(FAILING)
+    assert failed["returncode"] == pytest.ExitCode.TESTS_FAILED, failed["stdout"][-3000:]
+    shot = tmp_path / "index.png"
+    subprocess.run([BROWSER, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--window-size=1280,2400",
+                    f"--screenshot={shot}", (ROOT / "reports" / "mine" / "index.html").as_uri()],
+                   capture_output=True, text=True, timeout=120)
+    pixels = image.imread(shot)[..., :3]
+    red = np.all(np.abs(pixels - np.array([0xff, 0xdd, 0xdd]) / 255) < 0.02, axis=-1)  # the .bad rows' #fdd
+    assert red[:600].any(), "the failing verdict at the top of the page is not highlighted"
+    assert red.sum(axis=1).astype(bool).sum() > 100, "fewer highlighted lines than a verdict and some failing rows"
+
