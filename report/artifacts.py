@@ -92,9 +92,10 @@ def failure(test: str, when: str, text: str, replay: str | None = None) -> dict:
     """A failed test for the reports: its id, the first line of what it said, and the replay command the suite
     attached to it (never one read from the text, which a kernel's own messages could forge)."""
     lines = [line.strip().removeprefix("E").strip() for line in text.splitlines()]
-    lines = [line for line in lines if line and not (line.startswith("[gw") and " -- Python " in line)]  # xdist's
-    said = [line for line in lines if line.startswith(("AssertionError:", "Failed:", "worker ")) or "Error:" in line
-            or "Hang:" in line or "Broken:" in line]
+    lines = [line for line in lines if line and line != test  # the one-screen failure's first line is the test id
+             and not (line.startswith("[gw") and " -- Python " in line)]  # xdist's
+    said = [line for line in lines if re.match(r"[A-Z]\w*: ", line) or line.startswith("worker ")
+            or "Error:" in line]
     return {"test": test, "when": when, "headline": (said or lines or [""])[0][:400], "replay": replay}
 
 

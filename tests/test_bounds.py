@@ -93,11 +93,11 @@ def test_bound_is_tight_on_a_fixed_input_set(kernel, backend, dtype, note):
     if dtype not in kernel.capabilities.dtypes:
         pytest.skip(f"{kernel.name} does not declare {dtype}")
     x = fixed_rows(dtype).to(backend.device)
-    errors = measure(kernel.name, x, -1, kernel.softmax(x, -1), correctly_rounded.softmax(x, -1),
-                     kernel.precision(backend.name, x, -1))
-    ratio = errors.ratio().max()
-    note(f"{dtype}: largest error-to-bound ratio {ratio:.3f} ({errors.profile.name})")
-    assert not errors.violations.any()
+    verdict = judge_softmax(kernel, backend.name, x, -1, kernel.softmax(x, -1),
+                            replay=f"tests/test_bounds.py fixed_rows({dtype})")
+    ratio = verdict.kernel.ratio().max()
+    note(f"{dtype}: largest error-to-bound ratio {ratio:.3f} ({verdict.kernel.profile.name})")
+    verdict.check()
     if kernel.name == "torch":
         assert ratio * TIGHTNESS >= 1, f"bound looser than {TIGHTNESS}x the largest error: ratio {ratio:.3f}"
 

@@ -15,7 +15,7 @@ import pytest
 
 from harness import seeding, strategies
 from harness.session import Draws
-from report import baseline
+from report import artifacts, baseline
 from report.__main__ import main as report_cli
 
 DYING = "tests/scenarios/dying_worker.py"
@@ -300,8 +300,6 @@ def test_a_report_replaces_an_earlier_runs_artifacts_and_follows_no_link(run_pyt
 
 
 def test_a_report_is_written_whole_or_not_at_all(tmp_path, monkeypatch):
-    from report import artifacts
-
     path = tmp_path / "summary.md"
     artifacts.write_text(path, "the first run's")
 
@@ -320,3 +318,14 @@ def test_a_corrupt_durations_file_is_a_usage_error(run_pytest, tmp_path):
         durations.write_bytes(content)
         result = run_pytest("tests/test_ulp.py", "--test-durations", str(durations))
         assert result.returncode == pytest.ExitCode.USAGE_ERROR and "--test-durations" in result.stderr, content
+
+
+@pytest.mark.parametrize("text,headline", [
+    ("tests/t.py::test_x[k]\nBeyondBound: k: 3 of 8 elements beyond the derived bound\nworst element: row 0",
+     "BeyondBound: k: 3 of 8 elements beyond the derived bound"),  # the one-screen failure, led by its test id
+    ("def test_x():\n>       assert 1 == 2\nE       AssertionError: assert 1 == 2", "AssertionError: assert 1 == 2"),
+    ("[gw0] linux -- Python 3.11.7 /usr/bin/python\nworker 'gw0' crashed while running 'tests/t.py::test_x[k]'",
+     "worker 'gw0' crashed while running 'tests/t.py::test_x[k]'"),
+])
+def test_a_failures_headline_in_the_reports_is_what_it_said_not_its_test_id(text, headline):
+    assert artifacts.failure("tests/t.py::test_x[k]", "call", text)["headline"] == headline
