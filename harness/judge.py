@@ -143,12 +143,22 @@ class Judgement:
         return {"dtype": str(self.fmt), "kernel": self.kernel.summary(), "torch": self.peer.summary(),
                 "oracle_escalated": self.escalated, "replay": self.replay}
 
+    def worst(self) -> tuple[int, int] | None:
+        """The element a failure's explanation and the run's record both name (row, column of the rows): the worst
+        violation (the largest error-to-bound ratio; a wrong special result counts as infinite), else the element
+        judged by a bound nearest its bound; None where there is no element."""
+        k = self.kernel
+        if k.ulps.size == 0:
+            return None
+        ratio = np.nan_to_num(k.ratio(), nan=np.inf, posinf=np.inf)
+        score = np.where(k.violations, ratio + 1, np.where(k.special, -1.0, np.minimum(ratio, 1)))
+        row, col = np.unravel_index(int(np.argmax(score)), score.shape)
+        return int(row), int(col)
+
     def explain(self) -> str:
         k = self.kernel
         bad = k.violations
-        ratio = np.nan_to_num(k.ratio(), nan=np.inf, posinf=np.inf)
-        score = np.where(bad, ratio + 1, np.minimum(ratio, 1))  # a violation first, else the element nearest its bound
-        row, col = (int(i) for i in np.unravel_index(int(np.argmax(score)), score.shape))
+        row, col = self.worst()
         kernel, peer = k.summary(), self.peer.summary()
         specials = int((bad & k.special).sum())
         got, expected = float(k.outputs[row, col]), float(self.rounded[row, col])

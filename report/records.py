@@ -40,11 +40,10 @@ def error_statistics(errors: Errors, exact: np.ndarray) -> dict:
 
 
 def worst_element(verdict: Judgement) -> dict | None:
-    errors = verdict.kernel
-    if errors.ulps.size == 0:
+    """The element a failure names (:meth:`Judgement.worst`), for the record."""
+    if (worst := verdict.worst()) is None:
         return None
-    score = np.where(errors.special, np.where(errors.violations, np.inf, -1.0), errors.ratio())
-    row, col = (int(i) for i in np.unravel_index(int(np.argmax(score)), score.shape))
+    errors, (row, col) = verdict.kernel, worst
     return {
         "row": row, "column": col,
         "got": float(errors.outputs[row, col]), "correctly_rounded": float(verdict.rounded[row, col]),

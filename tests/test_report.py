@@ -12,6 +12,7 @@ from pathlib import Path
 
 import hypothesis
 import pytest
+import torch
 
 from harness import seeding, strategies
 from harness.session import Draws
@@ -329,3 +330,21 @@ def test_a_corrupt_durations_file_is_a_usage_error(run_pytest, tmp_path):
 ])
 def test_a_failures_headline_in_the_reports_is_what_it_said_not_its_test_id(text, headline):
     assert artifacts.failure("tests/t.py::test_x[k]", "call", text)["headline"] == headline
+
+
+def test_a_failure_and_its_record_name_the_same_worst_element():
+    """A row with -inf (its 0 is special: exact whatever the rounding) and one output element pushed off: the
+    explanation and the record both name that element, never the special one."""
+    from harness.judge import judge_softmax
+    from kernels import torch_softmax
+    from report.records import worst_element
+
+    x = torch.tensor([[0.5, -torch.inf, 1.0, 2.0], [1.0, 3.0, -torch.inf, 0.25]])
+    y = torch.softmax(x, -1)
+    y[1, 3] = torch.nextafter(torch.nextafter(y[1, 3], torch.tensor(1.0)), torch.tensor(1.0))  # 2 ULP high
+    verdict = judge_softmax(torch_softmax.SPEC, "cpu", x, -1, y, replay="here")
+    assert verdict.worst() == (1, 3) and not verdict.kernel.special[1, 3]
+    assert "worst element: row 1, column 3:" in verdict.explain()
+    assert (worst_element(verdict)["row"], worst_element(verdict)["column"]) == (1, 3)
+    within = judge_softmax(torch_softmax.SPEC, "cpu", x, -1, torch.softmax(x, -1), replay="here")
+    assert not within.kernel.special[within.worst()]  # nothing beyond: the judged element nearest its bound
