@@ -1,6 +1,7 @@
 """Rounding into fp32 / fp16 / bf16 against the conversions of numpy and torch."""
 
 import math
+from fractions import Fraction
 
 import mpmath
 import numpy as np
@@ -53,17 +54,20 @@ def test_mpf_rounding_matches_float64_rounding(fmt):
 
 @given(st.integers(min_value=1, max_value=(1 << 60)), st.integers(min_value=-1200, max_value=1100))
 def test_mpf_rounding_beyond_float64(mantissa, exponent):
-    # Values with more bits than float64 holds: compare with exact integer rounding.
-    value = mpmath.mpf(mantissa) * mpmath.mpf(2) ** exponent
+    # Values with more bits than float64 holds (made at 64 bits: at mpmath's default 53 the mantissa itself is
+    # rounded first), checked in exact rational arithmetic (mpmath's subtraction rounds too).
+    with mpmath.workprec(64):
+        value = mpmath.mpf(mantissa) * mpmath.mpf(2) ** exponent
+    exact = Fraction(mantissa) * Fraction(2) ** exponent
     for fmt in (FP64, FP32, BF16):
         got = round_mpf(value, fmt)
         if got in (0.0, math.inf):
-            lo = mpmath.mpf(fmt.min_subnormal) / 2
-            hi = mpmath.mpf(fmt.max_finite) + mpmath.mpf(float(ulp(fmt.max_finite, fmt))) / 2
-            assert (value <= lo) if got == 0.0 else (value >= hi)
+            lo = Fraction(fmt.min_subnormal) / 2
+            hi = Fraction(fmt.max_finite) + Fraction(float(ulp(fmt.max_finite, fmt))) / 2
+            assert (exact <= lo) if got == 0.0 else (exact >= hi), (fmt, got)
             continue
-        step = float(ulp(got, fmt))
-        assert abs(mpmath.mpf(got) - value) <= step / 2
+        step = Fraction(float(ulp(got, fmt)))
+        assert abs(Fraction(got) - exact) <= step / 2, (fmt, got)
 
 
 @pytest.mark.parametrize("fmt", [FP64, FP32, FP16, BF16], ids=str)
