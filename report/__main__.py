@@ -71,13 +71,6 @@ def categories(document: dict) -> tuple[dict, dict, dict]:
     return document["run"], document["categories"], invariances.held(document.get("invariances", {}))
 
 
-def pair(old_path: Path, new_path: Path) -> list[baseline.Finding]:
-    """Print what changed from one report to the next, which must have drawn the same inputs; the findings."""
-    old, new = load(old_path), load(new_path)
-    same_draws(old["run"], new["run"], old_path, new_path)
-    return changes(old, new, old_path, new_path)
-
-
 def changes(old_document: dict, new_document: dict, old_name, new_name) -> list[baseline.Finding]:
     """Print what changed from one report to the next (named as given); the findings."""
     old_run, old, old_held = categories(old_document)
@@ -96,17 +89,17 @@ def changes(old_document: dict, new_document: dict, old_name, new_name) -> list[
     return findings
 
 
-def trend(paths: list[Path]) -> list[str]:
+def trend(documents: list[dict]) -> list[str]:
     """Rows kernel, category, metric, then the metric in each report, for what changed along the way."""
     series: dict[tuple[str, str, str], list[str]] = {}
-    for index, path in enumerate(paths):
-        for kernel, groups in categories(load(path))[1].items():
+    for index, document in enumerate(documents):
+        for kernel, groups in categories(document)[1].items():
             for key, stats in groups.items():
                 for metric in baseline.SLACK:
                     value = stats["kernel"][metric]
-                    cells = series.setdefault((kernel, key, metric), ["-"] * len(paths))
+                    cells = series.setdefault((kernel, key, metric), ["-"] * len(documents))
                     cells[index] = "-" if value is None else f"{value:{baseline.SHOWN}}"
-    rows = [("kernel", "category", "metric", *(f"#{i + 1}" for i in range(len(paths))))]
+    rows = [("kernel", "category", "metric", *(f"#{i + 1}" for i in range(len(documents))))]
     rows += [(*key, *cells) for key, cells in sorted(series.items()) if len(set(cells)) > 1]
     return baseline.aligned(rows)
 
@@ -139,15 +132,17 @@ def main(argv: list[str] | None = None) -> int:
     if len(args.reports) < 2:
         parser.error("compare needs two reports at least, oldest first")
     try:
-        for old, new in zip(args.reports, args.reports[1:]):  # every pair is checked before any is printed
-            same_draws(load(old)["run"], load(new)["run"], old, new)
+        documents = [load(path) for path in args.reports]
+        pairs = list(zip(zip(args.reports, documents), zip(args.reports[1:], documents[1:])))
+        for (old, old_document), (new, new_document) in pairs:  # every pair is checked before any is printed
+            same_draws(old_document["run"], new_document["run"], old, new)
         findings = []
-        for old, new in zip(args.reports, args.reports[1:]):
-            findings = pair(old, new)
+        for (old, old_document), (new, new_document) in pairs:
+            findings = changes(old_document, new_document, old, new)
             print()
-        if len(args.reports) > 2:
+        if len(documents) > 2:
             print("trend (what changed along the way):")
-            for line in trend(args.reports):
+            for line in trend(documents):
                 print("  " + line)
     except Refused as why:
         print(f"python -m report compare: {why}", file=sys.stderr)
