@@ -13,8 +13,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import pytest
 import torch
+
+from oracles.formats import format_of, ulp
 
 from . import payload
 
@@ -71,3 +74,20 @@ class Invariance:
                                                 "counterexample": self.broken,
                                                 "test": getattr(self.item, "nodeid", "")})
         return False
+
+
+def exact_shift(x: torch.Tensor) -> float | None:
+    """A shift c with x + c exact for every finite entry (so max-subtraction sees identical gaps)."""
+    finite = x[torch.isfinite(x)].cpu().double()  # float64 on the CPU: many NPUs have none
+    if finite.numel() == 0:
+        return 1.0
+    c = float(ulp(np.array([finite.abs().max().item()]), format_of(x.dtype))[0])
+    for shift in (c, -c, 2 * c, 64 * c):
+        # float64 rounds too (0.5 + 4.95e27 is 4.95e27 there): TwoSum's error term says whether the sum is exact.
+        total = finite + shift
+        back = total - finite
+        rounding = (finite - (total - back)) + (shift - back)
+        moved = total.to(x.dtype).double()
+        if torch.equal(moved, total) and not rounding.any() and torch.isfinite(moved).all():
+            return shift
+    return None

@@ -33,7 +33,7 @@ controller a signal ended at once) is killed.
 Seeds.  A round's seed is the base of every test's pinned seed
 (:mod:`harness.seeding`), which keeps the example database in use: a round
 replays what earlier rounds stored, and its replay line draws the same
-examples again (tests/test_soak.py checks both).
+examples again (tests/suite/test_soak.py checks both).
 
 Plugin (loaded by the root conftest; inert without ``--soak-deadline``):
 

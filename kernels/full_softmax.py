@@ -728,7 +728,7 @@ def precision(backend: str, x: torch.Tensor, dim: int, log: bool = False) -> Pre
 
     The judge does not say whether a call is masked, and on CUDA a masked call may take another
     plan (gpu_plan): the reduction given bounds both, with the fewer warps, the wider tile and
-    the more chunks and spans of the two (tests/test_devices.py checks its depth and rescales).
+    the more chunks and spans of the two (tests/suite/test_devices.py checks its depth and rescales).
     """
     shape = tuple(x.shape) or (1,)
     n = shape[dim % len(shape)]

@@ -4,7 +4,7 @@ Each mutant is a parent, ``kernels.rowwise`` (one block per row) or
 ``kernels.online`` (an online two-pass softmax, for the bugs of that
 algorithm), compiled with one ``MUTATION`` switch, and declares its parent's
 capabilities and precision profile, so only the bug differs.  They are not registered: ``--kernel kernels.mutants:NAME`` selects
-one, as a user would select their own kernel.  ``tests/test_mutation.py`` runs
+one, as a user would select their own kernel.  ``tests/suite/test_mutation.py`` runs
 the suite against every one of them and expects each to be caught.
 """
 

@@ -41,7 +41,7 @@ A float64 holds those exact values to half an fp64 ulp, all it can; for the
 other targets they are right to 2^-20 ulp or better.
 
 The float64 library's own accuracy is an assumption (EXP64_ULPS, LOG64_ULPS);
-``tests/test_correctly_rounded.py`` measures it on every run.
+``tests/suite/test_correctly_rounded.py`` measures it on every run.
 """
 
 from __future__ import annotations

@@ -7,13 +7,13 @@ Figures in ulps of fp32 (fractional: |computed - exact| / ulp(exact)):
   in [-104, 0]), its ``log`` measured at 3.05 ulp (4 here); division is IEEE (0.5); its fp32 -> bf16 conversion truncates
   (``_convert_float`` in triton/runtime/interpreter.py rounds toward zero unless
   asked otherwise: 1 ulp of bf16) and garbles bf16 subnormals (1e-39 becomes
-  4.2e-39, below the smallest normal all the same: tests/test_profiles.py);
+  4.2e-39, below the smallest normal all the same: tests/suite/test_profiles.py);
   fp16 conversion is numpy's, to nearest.
 * Triton on NVIDIA: ``tl.exp`` is ``ex2.approx.f32`` of ``x * log2(e)``;
   measured on an H100 (Triton 3.6) at most 2 + 1.16 |d| ulp, so 2.5 + 1.25 |d|
   here; ``/`` is ``div.full.f32``, measured at most 2.04 ulp, so 2.5;
   subnormal results were not flushed (docs/h100-precision-probe.log).  ``tl.log``
-  is ``lg2.approx``: 2 ulp plus 2^-21 absolute here until tests/test_profiles.py
+  is ``lg2.approx``: 2 ulp plus 2^-21 absolute here until tests/suite/test_profiles.py
   measures it on the device.
 * Triton on Ascend: nothing is documented and nothing has been measured here;
   the profile is deliberately loose (exp 4 + 2|d|, division 3 ulp, order-free
@@ -40,7 +40,7 @@ Figures in ulps of fp32 (fractional: |computed - exact| / ulp(exact)):
   and log errors, flushing, the loosest conversions, exp stored in the output
   dtype before the division, the log terms in the output dtype, no recovery
   of the gap's rounding, fp32 compute, and no claim of monotonicity;
-  tests/test_profiles.py checks, element by element, that its bound is at
+  tests/suite/test_profiles.py checks, element by element, that its bound is at
   least every other profile's.
 
 Biases (``exp_bias_ulps``, ``div_bias_ulps``: the largest |mean signed error|,
@@ -52,7 +52,7 @@ in ulps of fp32 at the exact value; :mod:`oracles.bias` says what they bound):
   arguments each (AMD EPYC, AVX2, numpy 2.4.6), mean -0.067 ulp on gaps
   uniform in [-104, 0], -0.076 in [-1, 0], -0.050 to -0.070 on the gaps of
   softmax rows of normal logits (scale 1 and 4, rows of 97 to 1000), -0.072
-  on tests/test_profiles.py's probe (40960 arguments); standard errors
+  on tests/suite/test_profiles.py's probe (40960 arguments); standard errors
   0.0003 (0.003 for the probe): declared 0.1;
 * torch's CPU exp (Sleef, ``torch.exp`` on fp32): mean within 0.0012 ulp over
   the same arguments (standard errors 0.00015): declared 0.01;
@@ -61,7 +61,7 @@ in ulps of fp32 at the exact value; :mod:`oracles.bias` says what they bound):
   0.23 |d| (``exp_bias_per_gap``); div.full +0.053 ulp, declared 0.1;
 * libdevice expf, torch on CUDA and
   Ascend: unmeasured, so their worst-case errors (exp_ulps, div_ulps) until
-  tests/test_profiles.py measures them on the device.  (Rounding the
+  tests/suite/test_profiles.py measures them on the device.  (Rounding the
   product d log2(e) to nearest, the |d| term of tl.exp's error bound, has no
   bias; the rounded constant log2(e) has, above.)
 
@@ -80,7 +80,7 @@ tl.exp of the rounded gap and a division (on CUDA a product by the correctly
 rounded reciprocal), whose errors vanish in the rounding to fp16 or bf16:
 their profiles are the device's plain Triton arithmetic.  triton-ascend's
 interpreter, whose math library refuses float64, runs the Ascend paths on
-numpy.  tests/test_profiles.py measures these helpers on the device.
+numpy.  tests/suite/test_profiles.py measures these helpers on the device.
 """
 
 from __future__ import annotations
@@ -105,7 +105,7 @@ TRITON_NVIDIA = Arithmetic(
     log_ulps=2.0, log_abs=2.0**-21,
     # tl.exp(d) is ex2.approx(d * fl32(log2e)): the constant is 1.93e-8 low, so every result errs high by
     # |d| 1.34e-8 relative, at most 0.224 ulp per unit of |d|.  Measured on an H200 (Triton 3.6,
-    # tests/test_profiles.py, 2026-11-26): mean signed error -0.35, -0.23, +1.01, +5.98, +11.60 ulp for |d| in
+    # tests/suite/test_profiles.py, 2026-11-26): mean signed error -0.35, -0.23, +1.01, +5.98, +11.60 ulp for |d| in
     # [0,1), [1,4), [4,16), [16,64), [64,105) (about -0.4 + 0.15 |d|); div.full +0.053 (margin 0.016).
     exp_bias_ulps=0.5, exp_bias_per_gap=0.23, div_bias_ulps=0.1,
     flushes_subnormals=False, downcast_ulps=TO_NEAREST,

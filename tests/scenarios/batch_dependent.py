@@ -1,4 +1,4 @@
-"""Scenario for tests/test_invariances.py: a correct softmax that is not batch invariant.
+"""Scenario for tests/suite/test_invariances.py: a correct softmax that is not batch invariant.
 
 Single rows are computed in fp32, batches in float64 and rounded: both within
 any honest bound, but a row's bits depend on the rows launched with it.

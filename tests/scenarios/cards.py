@@ -1,4 +1,4 @@
-"""Scenario for tests/test_scheduling.py: eight tests, each writing down which worker ran it, in order.
+"""Scenario for tests/suite/test_scheduling.py: eight tests, each writing down which worker ran it, in order.
 
 ``CARDS_NAPS="5:0.4,2:0.2"`` makes cards 5 and 2 take that many seconds."""
 

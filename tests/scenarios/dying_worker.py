@@ -1,4 +1,4 @@
-"""Scenario for tests/test_report.py (its file name keeps the main run from collecting it).
+"""Scenario for tests/suite/test_report.py (its file name keeps the main run from collecting it).
 
 Under ``pytest -n 2`` the middle test kills its worker process; the other two
 record their accuracy as usual.  The report must miss exactly one record.

@@ -1,4 +1,4 @@
-"""Scenario for tests/test_report.py: a kernel whose precision can be made worse on demand.
+"""Scenario for tests/suite/test_report.py: a kernel whose precision can be made worse on demand.
 
 ``softmax`` is torch's fp32 softmax.  With ``SOFTMAX_SUITE_PLANT_LOSS=1`` it
 divides by an approximate reciprocal of the sum, two ulps too large: still

@@ -1,4 +1,4 @@
-"""Scenario for tests/test_devices.py, run on fake devices (``-p tests.fakes.devices``).
+"""Scenario for tests/suite/test_devices.py, run on fake devices (``-p tests.fakes.devices``).
 
 Each xdist worker writes which device it was given, as the machine numbers
 devices, and the visible-device list its runtime started with.

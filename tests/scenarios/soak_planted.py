@@ -1,4 +1,4 @@
-"""Scenario for tests/test_soak.py: a quick Hypothesis test, and a failure planted on demand
+"""Scenario for tests/suite/test_soak.py: a quick Hypothesis test, and a failure planted on demand
 (``SOFTMAX_SUITE_PLANT_LOSS=1``)."""
 
 import os

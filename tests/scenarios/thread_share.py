@@ -1,4 +1,4 @@
-"""Scenario for tests/test_scheduling.py: each process that runs a test writes down its CPU threads."""
+"""Scenario for tests/suite/test_scheduling.py: each process that runs a test writes down its CPU threads."""
 
 import os
 from pathlib import Path

@@ -24,7 +24,7 @@ def test_unknown_device_is_refused():
 
 
 def test_header_names_the_interpreter_backend_and_versions(run_pytest):
-    result = run_pytest("--collect-only", "--device", "cpu", "tests/test_formats.py")
+    result = run_pytest("--collect-only", "--device", "cpu", "tests/suite/test_formats.py")
     assert result.returncode == 0, result.stderr
     assert "softmax suite backend: cpu (Triton interpreter)" in result.stdout
     for package in ("torch", "triton", "hypothesis", "mpmath"):
@@ -32,13 +32,13 @@ def test_header_names_the_interpreter_backend_and_versions(run_pytest):
 
 
 def test_interpreter_switch_conflicts_with_a_compiled_device(run_pytest):
-    result = run_pytest("--collect-only", "--device", "cuda", "tests/test_formats.py", TRITON_INTERPRET="1")
+    result = run_pytest("--collect-only", "--device", "cuda", "tests/suite/test_formats.py", TRITON_INTERPRET="1")
     assert result.returncode == pytest.ExitCode.USAGE_ERROR
     assert "TRITON_INTERPRET is set" in result.stderr
 
 
 def test_unknown_kernel_is_a_usage_error(run_pytest):
-    result = run_pytest("--collect-only", "--kernel", "no_such_kernel", "tests/test_formats.py")
+    result = run_pytest("--collect-only", "--kernel", "no_such_kernel", "tests/suite/test_formats.py")
     assert result.returncode == pytest.ExitCode.USAGE_ERROR
     assert "not a registered kernel" in result.stderr
 
@@ -59,12 +59,12 @@ def test_a_broken_user_kernel_module_is_a_usage_error_naming_the_option(run_pyte
                                                                          message):
     if source is not None:
         (tmp_path / "my_kernels.py").write_text(source)
-    result = run_pytest("--collect-only", "--kernel", selector, "tests/test_formats.py", PYTHONPATH=str(tmp_path))
+    result = run_pytest("--collect-only", "--kernel", selector, "tests/suite/test_formats.py", PYTHONPATH=str(tmp_path))
     assert result.returncode == pytest.ExitCode.USAGE_ERROR, result.stdout[-2000:] + result.stderr[-2000:]
     assert f"--kernel '{selector}': {message}" in result.stderr
 
 
 def test_an_unknown_hypothesis_profile_is_a_usage_error(run_pytest):
-    result = run_pytest("--collect-only", "--hypothesis-profile", "nosuch", "tests/test_formats.py")
+    result = run_pytest("--collect-only", "--hypothesis-profile", "nosuch", "tests/suite/test_formats.py")
     assert result.returncode == pytest.ExitCode.USAGE_ERROR, result.stdout[-2000:] + result.stderr[-2000:]
     assert "--hypothesis-profile 'nosuch': no such profile" in result.stderr

@@ -43,7 +43,7 @@ def test_bad_selectors_are_refused(selector, message):
 
 def test_a_user_kernel_path_runs_the_suite(run_pytest):
     result = run_pytest("-v", "--device", "cpu", "--kernel", "kernels.torch_softmax:softmax",
-                        "tests/test_contract.py", "-k", "refused_exactly")
+                        "tests/kernel/test_refusals.py", "-k", "refused_exactly")
     assert result.returncode == 0, result.stdout[-2000:]
     assert "kernels: kernels.torch_softmax:softmax" in result.stdout
     assert "capabilities[kernels.torch_softmax:softmax] PASSED" in result.stdout

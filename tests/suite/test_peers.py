@@ -87,7 +87,7 @@ def test_a_peer_that_cannot_run_on_a_backend_says_why(name, backend, reason):
 @pytest.mark.skipif(importlib.util.find_spec("liger_kernel") is not None, reason="liger-kernel is installed here")
 def test_an_absent_library_skips_its_kernels_tests_naming_the_package(run_pytest):
     assert resolve("liger").skip_reason("cpu") == "needs liger-kernel, which is not installed (pip install liger-kernel)"
-    result = run_pytest("-rs", "--kernel", "liger", "tests/test_contract.py", "-k", "refused_exactly")
+    result = run_pytest("-rs", "--kernel", "liger", "tests/kernel/test_refusals.py", "-k", "refused_exactly")
     assert result.returncode == 0, result.stdout[-2000:]
     assert "liger: needs liger-kernel, which is not installed" in result.stdout
 

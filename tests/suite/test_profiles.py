@@ -104,7 +104,7 @@ GAP_BANDS = ((0, 1), (1, 4), (4, 16), (16, 64), (64, 105))
 def test_exp_bias_within_profile(backend, arithmetic, note):
     """tl.exp's mean signed error over softmax's gaps, band by band of |d|, within the profile's exp_bias_ulps
     plus exp_bias_per_gap times the band's mean |d| (up to the sample's own margin): a more biased exp would
-    let biased kernels pass tests/test_bias.py."""
+    let biased kernels pass tests/kernel/test_statistical_bias.py."""
     gap, got, exact = exp_probe_results(backend.device)
     for low, high in GAP_BANDS:
         band = (-gap >= low) & (-gap < high)

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from matplotlib import image
 
-from tests.test_readme import FAILING
+from tests.suite.test_readme import FAILING
 
 ROOT = Path(__file__).resolve().parents[1]
 BROWSER = next((shutil.which(name) for name in ("chromium", "chromium-browser", "google-chrome")

@@ -22,9 +22,9 @@ from report.__main__ import main as report_cli
 DYING = "tests/scenarios/dying_worker.py"
 GATE_KERNEL = "tests.scenarios.gate_kernel:softmax"
 # The report and gate machinery is the same on every device: its sub-runs take the CPU, also in a GPU's run.
-ACCURACY = ("tests/test_accuracy.py", "-k", "test_softmax_within_derived_bound", "--hypothesis-profile", "ci",
+ACCURACY = ("tests/kernel/test_accuracy.py", "-k", "test_softmax_within_derived_bound", "--hypothesis-profile", "ci",
             "--device", "cpu")
-FP32_ACCURACY = ("tests/test_accuracy.py", "-k", "test_softmax_within_derived_bound and float32", "--hypothesis-profile",
+FP32_ACCURACY = ("tests/kernel/test_accuracy.py", "-k", "test_softmax_within_derived_bound and float32", "--hypothesis-profile",
                  "ci", "--device", "cpu")
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -184,7 +184,7 @@ def test_a_bad_baseline_is_an_error(tmp_path, content, message):
 
 
 def test_a_bad_baseline_stops_the_run_before_any_test(run_pytest, tmp_path):
-    result = run_pytest("tests/test_ulp.py", "--accuracy-baseline", str(tmp_path / "absent.json"))
+    result = run_pytest("tests/suite/test_ulp.py", "--accuracy-baseline", str(tmp_path / "absent.json"))
     assert result.returncode == pytest.ExitCode.USAGE_ERROR
     assert "no baseline at" in result.stderr
 
@@ -281,7 +281,7 @@ def test_a_report_folder_that_cannot_be_written_stops_the_run_before_any_test(ru
     a_file = tmp_path / "a-file"
     a_file.write_text("")
     for folder, message in ((a_file, "not a folder"), (a_file / "below", "cannot write there")):
-        result = run_pytest("tests/test_ulp.py", "--accuracy-report", str(folder))
+        result = run_pytest("tests/suite/test_ulp.py", "--accuracy-report", str(folder))
         assert result.returncode == pytest.ExitCode.USAGE_ERROR and message in result.stderr, result.stderr[-2000:]
         assert "passed" not in result.stdout
 
@@ -293,7 +293,7 @@ def test_a_report_replaces_an_earlier_runs_artifacts_and_follows_no_link(run_pyt
     (report / "summary.md").symlink_to(outside)
     for plot in ("ulp_histograms.png", "kernel_vs_torch.png", "max_ulp_by_row_length.png"):
         (report / plot).write_bytes(b"an earlier run's plot")
-    result = run_pytest("tests/test_ulp.py", "--accuracy-report", str(report))  # no records: no plots
+    result = run_pytest("tests/suite/test_ulp.py", "--accuracy-report", str(report))  # no records: no plots
     assert result.returncode == 0, result.stdout[-2000:]
     assert outside.read_text() == "not the report's" and not (report / "summary.md").is_symlink()
     assert "PASSED" in (report / "summary.md").read_text()
@@ -317,7 +317,7 @@ def test_a_corrupt_durations_file_is_a_usage_error(run_pytest, tmp_path):
     for content in (b"{not json", b'{"t": "slow"}', b"\xff\xfe"):
         durations = tmp_path / "durations.json"
         durations.write_bytes(content)
-        result = run_pytest("tests/test_ulp.py", "--test-durations", str(durations))
+        result = run_pytest("tests/suite/test_ulp.py", "--test-durations", str(durations))
         assert result.returncode == pytest.ExitCode.USAGE_ERROR and "--test-durations" in result.stderr, content
 
 

@@ -67,7 +67,7 @@ def test_the_driver_soaks_merges_rounds_writes_the_league_and_compares_with_last
             nightly_command(out, "--minutes", "0.3", *extra,
                             # One test: its share is the whole round, time for the fixed inputs and a search too
                             # on a loaded machine.
-                            tests=["tests/test_accuracy.py", "-k", "test_softmax_within and float32",
+                            tests=["tests/kernel/test_accuracy.py", "-k", "test_softmax_within and float32",
                                    "--kernel", "torch"]),
             cwd=ROOT, env={**os.environ, "SOFTMAX_SUITE_EXAMPLES": str(tmp_path / "examples")},
             capture_output=True, text=True, timeout=600)
@@ -88,7 +88,7 @@ def test_the_driver_soaks_merges_rounds_writes_the_league_and_compares_with_last
 
 
 def test_a_night_whose_time_box_is_not_a_positive_number_of_minutes_is_refused(tmp_path):
-    # tests/test_soak.py tries other values: the drivers share the type of --minutes
+    # tests/suite/test_soak.py tries other values: the drivers share the type of --minutes
     result = subprocess.run(nightly_command(tmp_path / "night", "--minutes=-5"), cwd=ROOT,
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 2, result.stdout + result.stderr

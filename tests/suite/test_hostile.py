@@ -18,12 +18,12 @@ from tests.hostile.misbehaving import PLANTED
 
 ROOT = Path(__file__).resolve().parents[1]
 HOSTILE = "tests.hostile."
-FP32_ACCURACY = ("tests/test_accuracy.py", "-k", "test_softmax_within and float32")
+FP32_ACCURACY = ("tests/kernel/test_accuracy.py", "-k", "test_softmax_within and float32")
 # Tests of another module beside, which must still report when a kernel hangs or kills its process.
-FP32_AND_OTHERS = ("tests/test_accuracy.py", "tests/test_ulp.py", "-k", "test_softmax_within and float32 or test_ulp")
+FP32_AND_OTHERS = ("tests/kernel/test_accuracy.py", "tests/suite/test_ulp.py", "-k", "test_softmax_within and float32 or test_ulp")
 QUICK = ("--device", "cpu", "--hypothesis-profile", "mutation", "--self-tests")
 # One sub-run for the kernels that keep to their process: these tests, each kernel by name.
-BATCH_TESTS = ("tests/test_accuracy.py", "tests/test_bias.py", "tests/test_contract.py", "tests/test_metamorphic.py",
+BATCH_TESTS = ("tests/kernel/test_accuracy.py", "tests/kernel/test_statistical_bias.py", "tests/kernel/test_refusals.py", "tests/kernel/test_metamorphic.py",
                "-k", "test_softmax_within and float32 or mean_signed or refused_exactly or unit_interval or "
                      "determinism or shift_invariance")
 BATCH_KERNELS = ("in_place:zeroes_input", "in_place:writes_result_into_input", "in_place:declared_in_place",
@@ -115,7 +115,7 @@ def test_a_kernel_raising_inside_its_capabilities_fails_and_cannot_plant_a_repla
 
 def test_a_hanging_call_fails_its_test_by_the_watchdog_names_its_input_and_the_run_goes_on(run_pytest):
     started = time.monotonic()
-    result = run_pytest("tests/test_accuracy.py", "tests/test_ulp.py", "-k", "test_softmax_within or test_ulp", *QUICK,
+    result = run_pytest("tests/kernel/test_accuracy.py", "tests/suite/test_ulp.py", "-k", "test_softmax_within or test_ulp", *QUICK,
                         "--call-timeout", "2", "--kernel", f"{HOSTILE}misbehaving:hangs")
     elapsed = time.monotonic() - started
     assert result.returncode == pytest.ExitCode.TESTS_FAILED, result.stdout[-3000:]

@@ -15,13 +15,13 @@ from harness.sharding import split
 from report import artifacts, baseline, invariances, merge
 from report.__main__ import main as report_cli
 from report.summary import categorize
-from tests.test_nightly import fixed_record
+from tests.suite.test_nightly import fixed_record
 
 ROOT = Path(__file__).resolve().parents[1]
 GATE_KERNEL = "tests.scenarios.gate_kernel:softmax"
 # Two kernels' fp32 accuracy tests (their categories and the gate's), their shift invariance (the invariance table)
 # and a few quick tests: what a gate runs, in small.
-SUITE = ("tests/test_accuracy.py", "tests/test_metamorphic.py", "tests/test_formats.py",
+SUITE = ("tests/kernel/test_accuracy.py", "tests/kernel/test_metamorphic.py", "tests/suite/test_formats.py",
          "-k", "(test_softmax_within and float32) or test_shift_invariance or rounding",
          "--kernel", "torch", "--kernel", GATE_KERNEL, "--device", "cpu")
 
@@ -302,7 +302,7 @@ def test_three_shards_merged_give_the_unsharded_runs_categories_invariances_and_
 
 
 def test_a_shard_that_holds_no_test_says_so_and_still_merges(run_pytest, tmp_path):
-    one_test = ("tests/test_formats.py", "-k", "bfloat16_rounding", "--device", "cpu")
+    one_test = ("tests/suite/test_formats.py", "-k", "bfloat16_rounding", "--device", "cpu")
     first = run_pytest(*one_test, "--shard", "1/2", "--accuracy-report", str(tmp_path / "1"))
     empty = run_pytest(*one_test, "--shard", "2/2", "--accuracy-report", str(tmp_path / "2"))
     assert first.returncode == 0, first.stdout[-2000:]

@@ -8,7 +8,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 CI_RUNS = ('python -m pip install ".[cpu]"', "python -m pytest -n auto --accuracy-baseline auto")
-# The failing run whose report tests/test_report_in_a_browser.py opens.
+# The failing run whose report tests/suite/test_report_in_a_browser.py opens.
 FAILING = "python -m pytest -n auto --kernel examples/my_kernels.py:softmax_half_sum --accuracy-report reports/mine"
 # What each other command must do, run from the checkout's root: its exit status, and words of its output.
 RUN_HERE = {

@@ -20,7 +20,7 @@ import pytest
 from harness import payload
 from kernels.mutants import BUG_CLASSES
 
-CATCHING_TESTS = ("tests/test_accuracy.py", "tests/test_bias.py", "tests/test_metamorphic.py")
+CATCHING_TESTS = ("tests/kernel/test_accuracy.py", "tests/kernel/test_statistical_bias.py", "tests/kernel/test_metamorphic.py")
 # rowwise, the other mutants' parent, is a registered kernel: its own tests in the same run are these tests on the
 # same examples (the mutation profile draws the ci profile's).
 CORRECT_KERNELS = ("kernels.online:softmax", "torch.nn.functional:softmax")
@@ -68,7 +68,7 @@ def test_each_mutant_is_stopped_at_its_first_failed_test(mutants_caught):
 @pytest.mark.parametrize("correct", CORRECT_KERNELS)
 def test_correct_kernel_raises_no_false_alarm(correct, run_pytest, tmp_path, request):
     failed, output = failing_tests(run_pytest, [correct], tmp_path / "junit.xml", *CATCHING_TESTS,
-                                   "tests/test_contract.py")
+                                   "tests/kernel/test_refusals.py")
     failed = failed[correct]
     payload.add(request.node, "mutation", {"correct": correct, "failed": failed})
     assert not failed, f"false alarm on {correct}: {failed}\n{output[-3000:]}"

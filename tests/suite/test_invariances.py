@@ -7,12 +7,13 @@ import pytest
 import torch
 
 from harness import payload
-from harness.invariance import INVARIANCE, Invariance
+from harness.invariance import INVARIANCE, Invariance, exact_shift
+from harness.strategies import Case, Values
 from kernels.registry import TORCH_CONTRACT, Capabilities, resolve
 from report import baseline, invariances
 
 BATCH_DEPENDENT = "tests.scenarios.batch_dependent:softmax"
-BATCH_GATE = ("tests/test_metamorphic.py", "-k", "batch_invariance and not 64", "--device", "cpu")  # profile ci
+BATCH_GATE = ("tests/kernel/test_metamorphic.py", "-k", "batch_invariance and not 64", "--device", "cpu")  # profile ci
 BATCH_TESTS = (*BATCH_GATE, "--hypothesis-profile", "mutation")  # the invariance machinery is the same on every device
 
 
@@ -130,3 +131,14 @@ def test_the_gate_fails_a_kernel_that_loses_an_invariance_it_had(run_pytest, tmp
     gated = run_pytest(*BATCH_GATE, "--kernel", BATCH_DEPENDENT, "--accuracy-baseline", str(made))
     assert gated.returncode == pytest.ExitCode.TESTS_FAILED, gated.stdout[-3000:]
     assert "invariance: batch" in gated.stdout and "lost" in gated.stdout
+
+
+def test_a_shift_is_exact_for_every_entry_or_not_taken():
+    """bf16 logits near 1 beside -1e30: a shift of ulp(1e30) = 4.95e27 rounds the small ones away, and float64
+    rounds their sum the same way, so a check in float64 alone took it (torch, full_softmax, fused_softmax and
+    rowwise all "broke" shift invariance in the nightly H100 soak)."""
+    x, _ = Case((2, 3), 0, torch.bfloat16, Values("sentinel", -1e30), seed=0).make()
+    c = exact_shift(x)
+    finite = x[torch.isfinite(x)].double()
+    assert c is None or torch.equal((x.double() + c).to(x.dtype).double()[torch.isfinite(x)] - c, finite)
+    assert exact_shift(torch.tensor([0.5, -1e30], dtype=torch.bfloat16)) is None

@@ -10,8 +10,8 @@ import pytest
 from report import baseline
 
 GATE_KERNEL = "tests.scenarios.gate_kernel:softmax"
-ACCURACY = ("tests/test_accuracy.py", "-k", "test_softmax_within_derived_bound", "--device", "cpu")
-TWO_DTYPES = ("tests/test_accuracy.py", "-k", "test_softmax_within_derived_bound and (float32 or float16) and not bfloat16",
+ACCURACY = ("tests/kernel/test_accuracy.py", "-k", "test_softmax_within_derived_bound", "--device", "cpu")
+TWO_DTYPES = ("tests/kernel/test_accuracy.py", "-k", "test_softmax_within_derived_bound and (float32 or float16) and not bfloat16",
               "--device", "cpu", "--kernel", "torch")
 
 
@@ -129,5 +129,5 @@ def test_a_hand_edited_baseline_that_would_gate_nothing_is_refused_before_any_te
 def test_a_baseline_that_is_not_utf8_is_a_usage_error(run_pytest, tmp_path):
     path = tmp_path / "baseline.json"
     path.write_bytes(b'{"schema_version": 2, "backend": "cpu\xff"}')
-    refused = run_pytest("tests/test_ulp.py", "--accuracy-baseline", str(path))
+    refused = run_pytest("tests/suite/test_ulp.py", "--accuracy-baseline", str(path))
     assert refused.returncode == pytest.ExitCode.USAGE_ERROR and "not readable JSON" in refused.stderr

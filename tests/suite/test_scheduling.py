@@ -8,7 +8,7 @@ import pytest
 
 from harness.scheduling import longest_first
 
-QUICK = ("--device", "cpu", "tests/test_formats.py")
+QUICK = ("--device", "cpu", "tests/suite/test_formats.py")
 
 
 @pytest.mark.parametrize("args,scheduler", [((), "WorkStealingScheduling"),

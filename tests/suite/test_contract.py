@@ -1,0 +1,51 @@
+"""The refusal machinery, a user's kernel refusing as torch does, and the documents' wrapper's own refusals
+(the refusals of every kernel under test: tests/kernel/test_refusals.py)."""
+
+from dataclasses import replace
+
+import pytest
+import torch
+
+from harness.judge import expect_refusal
+from kernels.fused_softmax import softmax as fused_softmax
+from kernels.registry import Capabilities, resolve
+
+
+def test_a_user_kernel_refuses_as_torch_does_and_silence_is_caught():
+    """A user's kernel may refuse with torch's own errors, but never return numbers torch would refuse."""
+    user = resolve("torch.nn.functional:softmax")
+    assert not user.clear_refusals
+    ints, empty = torch.ones(2, 3, dtype=torch.int32), torch.ones(0, 3, dtype=torch.int32)
+    refusal = Capabilities().refusal(ints, 1)
+    expect_refusal(user, lambda: user.softmax(ints, 1), ints, 1, refusal)  # RuntimeError: not implemented for 'Int'
+    expect_refusal(user, lambda: user.softmax(empty, 1), empty, 1, refusal)  # torch accepts an empty int tensor
+    silent = replace(user, softmax=lambda x, dim: torch.zeros(x.shape))
+    with pytest.raises(AssertionError, match="returned numbers for an input outside"):
+        expect_refusal(silent, lambda: silent.softmax(ints, 1), ints, 1, refusal)
+    with pytest.raises(RuntimeError):  # this project's kernels must raise the TypeError naming x.dtype
+        expect_refusal(replace(user, clear_refusals=True), lambda: user.softmax(ints, 1), ints, 1, refusal)
+
+
+
+def test_offsets_past_31_bits_are_refused():
+    # A meta tensor carries shape and strides without memory: 2^31 + 1 fp16 elements.
+    x = torch.empty(2**16 + 1, 2**15, dtype=torch.float16, device="meta")
+    with pytest.raises(ValueError, match="offset"):
+        fused_softmax(x, -1)
+
+
+def test_documents_wrapper_names_what_it_refuses(backend):
+    with pytest.raises(ValueError, match=r"x\.stride\(1\) must be 1"):
+        fused_softmax(torch.randn(64, 50, device=backend.device).t())
+    with pytest.raises(TypeError, match="x.dtype must be one of .*got torch.int32"):
+        fused_softmax(torch.ones(4, 8, dtype=torch.int32, device=backend.device))
+    with pytest.raises(TypeError, match="x must be a torch.Tensor"):
+        fused_softmax([[1.0, 2.0]])
+    with pytest.raises(ValueError, match="row limit"):
+        fused_softmax(torch.zeros(1, (1 << 20) + 1, device=backend.device))
+
+
+def test_documents_wrapper_refuses_tensors_on_another_device(backend):
+    elsewhere = "meta" if backend.interpreted else "cpu"
+    with pytest.raises(ValueError, match=f"x is on {elsewhere}"):
+        fused_softmax(torch.randn(4, 8, device=elsewhere))
