@@ -17,6 +17,11 @@ does not name (a user's kernel, say) takes the longest of its family, the same
 test function with other parameters, else nothing (collection order).  On the
 H100 the gate's last minute was a few accuracy tests of a minute or two each,
 started late behind others as long.
+
+Before them come the tests marked ``first``, shortest first: each kernel's
+cheap checks and the accuracy tests that open with the regression catalog's
+inputs, so that a broken kernel fails (and ``-x`` stops the run) within a
+minute instead of behind the suite's own long tests.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ import pytest
 from .session import session_of
 
 ROOT = Path(__file__).resolve().parents[1]
+FIRST = "first"  # the marker of the tests that run before the others
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -103,10 +109,14 @@ def expected(nodeids, durations: dict[str, float]) -> dict[str, float]:
     return {nodeid: durations.get(nodeid, longest.get(family(nodeid), 0.0)) for nodeid in nodeids}
 
 
-def longest_first(items: list, durations: dict[str, float]) -> list:
-    """``items`` by expected duration, longest first; ties (unknown tests) keep their collection order."""
+def first_looks_then_longest(items: list, durations: dict[str, float]) -> list:
+    """The tests marked ``first`` by expected duration, shortest first, then the others longest first; ties
+    (unknown tests) keep their collection order."""
     seconds = expected([item.nodeid for item in items], durations)
-    return sorted(items, key=lambda item: seconds[item.nodeid], reverse=True)
+    first = [item for item in items if item.get_closest_marker(FIRST) is not None]
+    rest = [item for item in items if item.get_closest_marker(FIRST) is None]
+    return (sorted(first, key=lambda item: seconds[item.nodeid])
+            + sorted(rest, key=lambda item: seconds[item.nodeid], reverse=True))
 
 
 def dealt(items: list, hands: int) -> list:
@@ -125,4 +135,4 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list) -> None:
     if worker and not explicit_dist(tuple(worker.get("mainargv", ()))):
         path = durations_file(config)
         durations = read_durations(path)
-        items[:] = dealt(longest_first(items, durations), int(worker["workercount"]))
+        items[:] = dealt(first_looks_then_longest(items, durations), int(worker["workercount"]))

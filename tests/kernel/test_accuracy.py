@@ -8,7 +8,9 @@ every cell of its coverage matrix that the kernel's capabilities allow
 (:mod:`harness.coverage`), and fails if one stayed empty;
 then Hypothesis's target phase climbs toward the largest error-to-bound ratio
 and the largest ULP error; the worst input seen is reported at the end of the
-run with its replay line.
+run with its replay line.  The softmax tests run before the others (marked
+``first``): they open with the regression catalog's inputs, so that a broken
+kernel fails within a minute.
 """
 
 import functools
@@ -103,6 +105,7 @@ def run_op(kernel, backend, op: Op, dtype, note, accuracy_record, request) -> No
                              f"e.g. {missing[:5]}")
 
 
+@pytest.mark.first
 @per_dtype(SOFTMAX)
 def test_softmax_within_derived_bound(kernel, backend, dtype, note, accuracy_record, request):
     run_op(kernel, backend, SOFTMAX, dtype, note, accuracy_record, request)
@@ -129,6 +132,7 @@ def test_fp32_output_of_half_input_within_derived_bound(kernel, backend, dtype, 
     run_op(kernel, backend, FP32_OUT, dtype, note, accuracy_record, request)
 
 
+@pytest.mark.first
 def test_masked_rows_keeping_only_nan_are_nan_on_every_path(kernel, backend):
     """A row whose kept entries are a NaN and -inf has a -inf maximum, as an empty row has (tl.max skips
     NaN), but its masked softmax is NaN: at every row length where the kernel changes code path."""

@@ -23,6 +23,7 @@ def fixed_rows(dtype: torch.dtype) -> torch.Tensor:
     return torch.cat([random_rows, short_rows]).to(dtype)
 
 
+@pytest.mark.first
 @pytest.mark.parametrize("dtype", TESTED_DTYPES, ids=str)
 def test_bound_is_tight_on_a_fixed_input_set(kernel, backend, dtype, note):
     """Tight for torch.softmax (the bound's model of a plain fp32 softmax); a figure for other kernels.

@@ -24,6 +24,7 @@ FOREIGN_DTYPES = (torch.int32, torch.int64, torch.bool, torch.complex64)
 EMPTY_ROWS = Case((1, 0), 0, torch.bfloat16, Values("subnormal"), seed=0)
 
 
+@pytest.mark.first
 def test_inputs_are_refused_exactly_outside_the_declared_capabilities(kernel, backend):
     @given(case=cases(EVERYTHING, backend.name), foreign=st.sampled_from((None,) + FOREIGN_DTYPES),
            dim_shift=st.sampled_from([0, 0, 0, 1, -1, 7]))
@@ -46,6 +47,7 @@ def test_inputs_are_refused_exactly_outside_the_declared_capabilities(kernel, ba
 
 
 
+@pytest.mark.first
 def test_sparse_and_nested_tensors_are_refused_by_name(kernel, backend):
     """Strides are what a Triton kernel reads its input by: a tensor without them (sparse, nested)
     must meet the clear TypeError, not an error from deep inside torch."""

@@ -59,6 +59,7 @@ def ordinary_rows(draw, capabilities, backend: str) -> Case:
                 seed=draw(st.integers(0, 2**32 - 1)))
 
 
+@pytest.mark.first
 def test_mean_signed_error_is_within_the_statistical_bound(kernel, backend, note):
     if not bias_dtypes(kernel.capabilities):
         pytest.skip(f"{kernel.name} takes no fp16 or bf16 inputs, nor fp32 ones of rank 2 or more: no bias to judge")

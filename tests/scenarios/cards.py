@@ -1,6 +1,6 @@
 """Scenario for tests/suite/test_scheduling.py: eight tests, each writing down which worker ran it, in order.
 
-``CARDS_NAPS="5:0.4,2:0.2"`` makes cards 5 and 2 take that many seconds."""
+``CARDS_NAPS="5:0.4,2:0.2"`` makes cards 5 and 2 take that many seconds; ``CARDS_FIRST="7"`` marks card 7 ``first``."""
 
 import os
 import time
@@ -9,9 +9,11 @@ from pathlib import Path
 import pytest
 
 NAPS = dict(pair.split(":") for pair in os.environ.get("CARDS_NAPS", "").split(",") if pair)
+FIRST = set(os.environ.get("CARDS_FIRST", "").split(","))
 
 
-@pytest.mark.parametrize("card", range(8))
+@pytest.mark.parametrize("card", [pytest.param(card, marks=[pytest.mark.first] if str(card) in FIRST else [])
+                                  for card in range(8)])
 def test_card(card):
     time.sleep(float(NAPS.get(str(card), 0)))
     with open(Path(os.environ["CARDS_SEEN"]) / os.environ.get("PYTEST_XDIST_WORKER", "main"), "a") as hand:

@@ -1,12 +1,12 @@
 """Sharing the machine under ``pytest -n``: idle workers steal queued tests, unless the command line chose a
-``--dist``, and start on the longest tests; each worker takes its share of the CPU
+``--dist``, and start on the tests marked ``first``, then on the longest; each worker takes its share of the CPU
 threads and its children (the suite's sub-runs) inherit it."""
 
 import json
 
 import pytest
 
-from harness.scheduling import longest_first
+from harness.scheduling import first_looks_then_longest
 
 QUICK = ("--device", "cpu", "tests/suite/test_formats.py")
 
@@ -24,18 +24,21 @@ def first_cards(seen) -> list[int]:
     return sorted(hand[0] for hand in hands.values())
 
 
-def test_workers_start_on_the_longest_tests_recorded_else_on_the_first_collected(run_pytest, tmp_path):
+@pytest.mark.parametrize("first,expected", [("", [2, 5]), ("7", [5, 7])], ids=["longest", "first-marked"])
+def test_workers_start_on_the_tests_marked_first_then_the_longest_recorded_else_the_first_collected(
+        run_pytest, tmp_path, first, expected):
     durations = tmp_path / "durations.json"
-    first, second = tmp_path / "first", tmp_path / "second"
-    for seen in (first, second):
+    unrecorded, recorded = tmp_path / "unrecorded", tmp_path / "recorded"
+    for seen in (unrecorded, recorded):
         seen.mkdir()
         result = run_pytest("-n", "2", "tests/scenarios/cards.py", "--test-durations", str(durations),
-                            "--record-durations", CARDS_SEEN=str(seen), CARDS_NAPS="5:0.6,2:0.3")
+                            "--record-durations", CARDS_SEEN=str(seen), CARDS_NAPS="5:0.6,2:0.3", CARDS_FIRST=first)
         assert result.returncode == pytest.ExitCode.OK, result.stdout[-2000:]
-    recorded = json.loads(durations.read_text())
-    assert len(recorded) == 8 and recorded["tests/scenarios/cards.py::test_card[5]"] >= 0.6, recorded
-    assert first_cards(first) == [0, 1]  # nothing recorded yet: the first collected, not a contiguous half each
-    assert first_cards(second) == [2, 5]
+    recorded_seconds = json.loads(durations.read_text())
+    assert len(recorded_seconds) == 8 and recorded_seconds["tests/scenarios/cards.py::test_card[5]"] >= 0.6
+    # nothing recorded yet: the first collected (after the first-marked), not a contiguous half each
+    assert first_cards(unrecorded) == ([0, 7] if first else [0, 1])
+    assert first_cards(recorded) == expected
 
 
 @pytest.mark.parametrize("args,share", [((), 4), (("-n", "2"), 2)])
@@ -52,7 +55,10 @@ def test_a_test_the_durations_do_not_name_takes_the_longest_of_its_family():
         def __init__(self, nodeid):
             self.nodeid = nodeid
 
+        def get_closest_marker(self, name):
+            return None
+
     items = [Item(n) for n in ("t.py::short", "t.py::acc[user-float32]", "t.py::new", "t.py::acc[full-float32]")]
     durations = {"t.py::short": 1.0, "t.py::acc[full-float32]": 90.0, "t.py::acc[torch-float32]": 40.0}
-    assert [i.nodeid for i in longest_first(items, durations)] == [
+    assert [i.nodeid for i in first_looks_then_longest(items, durations)] == [
         "t.py::acc[user-float32]", "t.py::acc[full-float32]", "t.py::short", "t.py::new"]

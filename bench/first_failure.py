@@ -1,0 +1,66 @@
+"""Time from a gate's start to its first reported failure, for planted bugs.
+
+    python bench/first_failure.py [--device cpu|cuda|npu] [--mutant NAME ...] [--checkout DIR]
+
+Each planted bug (``kernels/mutants.py``) is validated as a user validates a kernel, under
+the ``ci`` profile, stopping at the first failure:
+``python -m pytest -n auto -x --hypothesis-profile ci --device D --kernel kernels.mutants:NAME``.
+Printed per bug: the seconds from the command's start to the first failed test on pytest's
+progress line (xdist prints an ``F`` as each test fails), to the run's end, and the test
+that failed.  ``--checkout`` times another checkout of the suite (an earlier commit, say)
+with this machine's Python, in the same run.  The defaults are three bugs of different
+kinds: one the regression catalog holds (a finite fill value), one of the arithmetic
+(accumulation in the half dtype), one that only drawn inputs reveal (long rows losing their
+last element), which Hypothesis then shrinks.  Targets (issue 35): 60 s on an H100, 120 s on
+2 CPU cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+MUTANTS = ("finite_fill", "half_accumulation", "skip_last_of_long_rows")
+
+
+def first_failure(checkout: Path, device: str, mutant: str) -> tuple[float | None, float, str]:
+    """Seconds to the first ``F`` of the progress line, to the end; the failed test's id."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_XDIST_WORKER", "TRITON_INTERPRET")}
+    command = [sys.executable, "-u", "-m", "pytest", "-p", "no:cacheprovider", "-n", "auto", "-x",
+               "--hypothesis-profile", "ci", "--device", device, "--kernel", f"kernels.mutants:{mutant}"]
+    start = time.perf_counter()
+    process = subprocess.Popen(command, cwd=checkout, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    seen, output = None, bytearray()
+    while chunk := process.stdout.read1(4096):
+        if seen is None and re.search(rb"^[.sxXFE]*[FE]", bytes(output + chunk).split(b"\n")[-1] or b"", re.M):
+            seen = time.perf_counter() - start
+        output += chunk
+    process.wait()
+    text = output.decode(errors="replace")
+    failed = re.search(r"^FAILED (\S+)", text, re.M)
+    return seen, time.perf_counter() - start, failed.group(1) if failed else f"no failure (exit {process.returncode})"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--mutant", action="append", help=f"a planted bug of kernels/mutants.py (default {MUTANTS})")
+    parser.add_argument("--checkout", action="append", type=Path, default=[],
+                        help="another checkout of the suite to time the same way (repeatable)")
+    args = parser.parse_args()
+    for checkout in [ROOT, *args.checkout]:
+        for mutant in args.mutant or MUTANTS:
+            seen, total, test = first_failure(checkout, args.device, mutant)
+            first = f"{seen:6.1f} s" if seen is not None else "  none  "
+            print(f"{checkout.name:<12} {args.device:<5} {mutant:<24} first failure {first}, run ended {total:6.1f} s: "
+                  f"{test}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
