@@ -33,7 +33,7 @@ from hypothesis.internal.conjecture import providers
 from harness.profiles import default_profile
 
 pytest_plugins = ["harness.payload", "harness.session", "harness.plugin", "harness.scheduling", "harness.sharding",
-                  "harness.seeding", "harness.soak", "report.plugin"]
+                  "harness.seeding", "harness.soak", "harness.reporting"]
 
 CI_EXAMPLES = 25
 EXAMPLES_DIR = os.environ.get("SOFTMAX_SUITE_EXAMPLES")

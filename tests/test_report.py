@@ -266,7 +266,7 @@ def test_torch_on_the_cpu_is_judged_only_on_the_baselines_instruction_set(backen
 def test_the_verdict_counts_as_passed_only_tests_that_passed():
     """Skips and expected failures inside a test body come as call reports too: the H100 summary said 400 passed
     where pytest counted 385."""
-    from report.plugin import Gatherer
+    from harness.reporting import Gatherer
 
     gatherer = Gatherer(config=None)
     for outcome in ("passed", "skipped", "passed", "failed"):
