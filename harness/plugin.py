@@ -2,10 +2,9 @@
 
 Each hook does one job:
 
-* ``pytest_addoption``: ``--device`` and ``--kernel``;
-* ``pytest_configure`` (first of the suite's): activates the backend (before
-  any kernel import), resolves the kernels under test and builds the run's
-  :class:`~harness.session.Session`, which every other hook reads;
+* ``pytest_addoption``: ``--device`` and ``--kernel`` (decided, with the rest
+  of the run's settings, by :mod:`harness.session`'s configure step, which
+  activates the backend before any kernel import);
 * ``pytest_report_header``: what ran where, with versions;
 * ``pytest_xdist_auto_num_workers``: ``-n auto`` on GPUs and NPUs counts devices;
 * ``pytest_generate_tests``: one test per kernel for tests that take ``kernel``;
@@ -19,12 +18,6 @@ Each hook does one job:
 * ``pytest_terminal_summary``: figures that tests report with the ``note``
   fixture (they travel on test reports, see :mod:`harness.payload`), and the
   coverage matrix of the accuracy tests (:mod:`harness.coverage`).
-
-Under ``pytest -n`` each worker also takes its share of the CPU threads:
-workers each running torch with every core would oversubscribe the machine.
-The run's share is ``OMP_NUM_THREADS`` where set, else every core; each
-process passes its own share on to its children (the suite's sub-runs), so a
-sub-run inside a loaded gate does not start a thread per core again.
 """
 
 from __future__ import annotations
@@ -38,7 +31,7 @@ import pytest
 import torch
 
 from . import calls, payload, pinning, session
-from .backend import CHOICES, Backend, BackendError, activate, resolve_name, runtime
+from .backend import CHOICES, Backend, BackendError, resolve_name, runtime
 from .invariance import Invariance
 
 NOTES = "notes"
@@ -73,45 +66,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
-def thread_share() -> int:
-    """This process's CPU threads: the run's (``OMP_NUM_THREADS``, else every core) shared among xdist workers."""
-    try:
-        run = int(os.environ.get("OMP_NUM_THREADS", "").split(",")[0])  # OpenMP also takes a list per nesting level
-    except ValueError:
-        run = os.cpu_count() or 1
-    return max(1, run // int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_configure(config: pytest.Config) -> None:
-    torch.set_num_threads(thread_share())
-    os.environ["OMP_NUM_THREADS"] = str(torch.get_num_threads())
-    try:
-        backend = activate(config.getoption("device"), os.environ.get("PYTEST_XDIST_WORKER"))
-    except BackendError as error:
-        raise pytest.UsageError(str(error)) from None
-    import kernels  # only now: the backend decides how @triton.jit decorates
-
-    names = config.getoption("kernel")
-    try:
-        selected = [kernels.resolve(name) for name in names if name != "all"]
-    except (ValueError, ImportError) as error:
-        raise pytest.UsageError(str(error)) from None
-    if "all" in names:  # every registered kernel, peers included (skipped where their library is absent)
-        selected = kernels.registered() + [spec for spec in selected if spec not in kernels.registered()]
-    selected = selected or [spec for spec in kernels.registered() if spec.by_default]
-    from .coverage import boundaries_beyond_caps
-
-    for spec in selected:
-        beyond = boundaries_beyond_caps(spec.capabilities, backend.name)
-        if beyond:
-            raise pytest.UsageError(f"{spec.name} declares code-path boundaries at row lengths {beyond} on "
-                                    f"{backend.name}, past the suite's size caps (harness/strategies.py "
-                                    f"SIZE_CAPS): one side of each would never be tested")
-    session.build(config, backend, selected)
-    calls.CONTEXT.backend = backend.name
-
-
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     """``-n auto`` on a device backend: workers per device times devices; on the CPU, xdist's own count."""
@@ -122,12 +76,12 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
         devices = pinning.visible_list(name, os.environ)
         count = len(devices) if devices else runtime(name).device_count()
     except BackendError:
-        return None  # pytest_configure reports it
+        return None  # the configure step reports it
     return pinning.workers(count, config.getoption("workers_per_device"), os.cpu_count() or 1)
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
-    import triton  # after pytest_configure: the backend must be active before triton loads
+    import triton  # after the configure step: the backend must be active before triton loads
 
     run = session.session_of(config)
     names = ", ".join(spec.name for spec in run.kernels)
@@ -242,6 +196,6 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
         terminalreporter.write_sep("-", "softmax suite figures")
         for line in lines:
             terminalreporter.write_line(line)
-    from .coverage import write_matrices  # imports the kernels, which wait for pytest_configure's backend
+    from .coverage import write_matrices  # imports the kernels, which wait for the configure step's backend
 
     write_matrices(terminalreporter)

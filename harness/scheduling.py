@@ -88,7 +88,7 @@ def read_durations(path: Path) -> dict[str, float]:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """After the session is built (harness.plugin's configure is tryfirst), before xdist's (trylast) starts workers."""
+    """Before xdist's configure (trylast) starts workers."""
     if getattr(config.option, "dist", "no") == "load" and not explicit_dist(config.invocation_params.args):
         config.option.dist = "worksteal"
     if not hasattr(config, "workerinput"):

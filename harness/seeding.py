@@ -5,9 +5,9 @@ A gate run (profile ``ci``) and every soak round pin each test's seed: a base (0
 Not ``derandomize``: it hashes the test's source, so an edit of a test moved its draws and
 the gate compared other inputs with its baseline's (it flagged torch's own softmax).  Not
 ``--hypothesis-seed`` nor ``@seed``: Hypothesis then reads no example database, and what a
-soak stored would never be replayed.  The attribute ``@seed`` sets is all ``@given``
-needs: it is set on the test functions at collection and, by
-:func:`harness.soak.timeboxed`, on the bodies that tests define inside themselves.
+soak stored would never be replayed (:func:`harness.hypothesis_internals.pin_seed`).  The
+seed is pinned on the test functions at collection and, by :func:`harness.soak.timeboxed`,
+on the bodies that tests define inside themselves.
 
 Which base a run pins (if any) is decided with its profile by :mod:`harness.session`.
 
@@ -27,7 +27,8 @@ import zlib
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 
-from .session import GATE_PROFILE, SESSION, Draws, decide_draws
+from . import hypothesis_internals, profiles
+from .session import GATE_PROFILE, Draws, draws_of
 
 SCHEME = "base + crc32(module.qualname), accuracy tests per dtype"  # in the fingerprint: a new scheme draws other inputs
 _base: int | None = None  # this process's base seed, if seeds are pinned
@@ -40,7 +41,7 @@ def seed_of(name: str, base: int) -> int:
 def pin_seed(test):
     """Give a test (or the body ``@given`` wraps) its pinned seed, if this run pins seeds."""
     if _base is not None:
-        test._hypothesis_internal_use_seed = seed_of(f"{test.__module__}.{test.__qualname__}", _base)
+        hypothesis_internals.pin_seed(test, seed_of(f"{test.__module__}.{test.__qualname__}", _base))
     return test
 
 
@@ -69,19 +70,18 @@ def draws_fingerprint(backend: str, draws: Draws = GATE_DRAWS, examples: int = 4
     def draw(case):
         drawn.append(repr(case))
 
-    draw._hypothesis_internal_use_seed = seed_of("draws_fingerprint", draws.seed_base)
+    hypothesis_internals.pin_seed(draw, seed_of("draws_fingerprint", draws.seed_base))
     draw()
-    profile = settings.get_profile(draws.profile)
+    profile = profiles.registered(draws.profile)
     decided = [SCHEME, f"base {draws.seed_base}", f"max_examples {profile.max_examples}",
                f"phases {sorted(phase.name for phase in profile.phases)}", f"database {draws.database is not None}"]
     return hashlib.sha256("\n".join([*decided, *drawn]).encode()).hexdigest()[:16]
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """The base the session decided; loaded without the suite's session (a plugin of its own), the same rules."""
+    """The base the session decided (:func:`harness.session.draws_of`)."""
     global _base
-    run = config.stash.get(SESSION, None)
-    _base = (run.draws if run is not None else decide_draws(config, None)).seed_base
+    _base = draws_of(config).seed_base
 
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list) -> None:

@@ -1,11 +1,21 @@
 """The run's settings, decided once and in one place: where kernels run, which, what is drawn, gated and reported.
 
+One configure step, :func:`build`, decides them and stores the frozen
+:class:`Session` on the config; every plugin reads it with :func:`session_of`,
+which builds it on the first ask: the session is the same whichever plugin's
+hook asks first, and no hook depends on another having run.  This module's
+``pytest_configure`` asks first of all (``tryfirst``): before Hypothesis's own
+plugin loads ``--hypothesis-profile`` (and its verbosity variant) on top of the
+profile decided here.  Options are declared by the module that reads them
+(``--device`` and ``--kernel``: :mod:`harness.plugin`; the gate's, the report's
+and the seed's: here), and decided here.
+
 A gate compares the statistics of a run with a baseline's: it means something
 only if the run drew the baseline's inputs.  Which inputs a test draws follows
 from its Hypothesis profile, its seed and the example database, so these are
 decided here, once, by :func:`decide_draws`, and every consumer (the seed
 pinning, the draws fingerprint, the report, the soak's progress lines) reads
-the frozen :class:`Session` that :func:`build` stores on the config:
+them from the session:
 
 * a run given ``--accuracy-baseline`` or ``--update-baseline`` draws the gate's
   inputs: the ``ci`` profile with pinned seeds (base 0), whatever the
@@ -17,8 +27,15 @@ the frozen :class:`Session` that :func:`build` stores on the config:
   ``mutation``) plus a hash of the test's name (:mod:`harness.seeding`), else
   left to Hypothesis.
 
-:func:`build` is called by :mod:`harness.plugin`'s first ``pytest_configure``
-(``tryfirst``); the other plugins' hooks run after it and only read.
+The configure step also registers the Hypothesis profiles (:mod:`harness.profiles`)
+with the decided example database, loads the decided one, and applies the
+Hypothesis internals the draws rely on (:mod:`harness.hypothesis_internals`).
+
+Under ``pytest -n`` each worker also takes its share of the CPU threads:
+workers each running torch with every core would oversubscribe the machine.
+The run's share is ``OMP_NUM_THREADS`` where set, else every core; each
+process passes its own share on to its children (the suite's sub-runs), so a
+sub-run inside a loaded gate does not start a thread per core again.
 """
 
 from __future__ import annotations
@@ -32,11 +49,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import torch
 from hypothesis import settings
 from hypothesis.errors import InvalidArgument
 
-from .backend import Backend
-from .profiles import default_profile
+from . import hypothesis_internals, profiles
+from .backend import Backend, BackendError, activate
 
 SESSION = pytest.StashKey["Session"]()
 GATE_PROFILE = "ci"  # the profile every baseline is made with, and every gate draws from
@@ -114,7 +132,18 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def session_of(config: pytest.Config) -> Session:
+    """The run's session, built by the first caller."""
+    if SESSION not in config.stash:
+        config.stash[SESSION] = build(config)
     return config.stash[SESSION]
+
+
+def draws_of(config: pytest.Config) -> Draws:
+    """The run's draws: the session's, else (:mod:`harness.seeding` loaded as a plugin of its own, without the
+    suite's) the same rules for a run without a gate."""
+    if config.pluginmanager.has_plugin(__name__):
+        return session_of(config).draws
+    return decide_draws(config, None)
 
 
 def gate_of(config: pytest.Config, backend: str) -> Gate | None:
@@ -145,17 +174,19 @@ def decide_draws(config: pytest.Config, gate: Gate | None) -> Draws:
             raise pytest.UsageError(f"--accuracy-baseline draws the baseline's inputs (profile {GATE_PROFILE}, seeds "
                                     f"pinned at 0); {' and '.join(clashes)} would draw others")
         return Draws(GATE_PROFILE, 0, database)
-    profile = chosen or default_profile()
+    profile = chosen or profiles.default_profile()
     base = soak_seed if soak_seed is not None else 0 if profile in PINNED_PROFILES else None
     return Draws(profile, base, database)
 
 
-def load_profile(name: str) -> None:
+def load_profile(draws: Draws) -> None:
+    """Register the suite's profiles with the run's example database, and load the run's."""
+    profiles.register(draws.database)
     try:
-        settings.load_profile(name)
+        settings.load_profile(draws.profile)
     except InvalidArgument:
-        raise pytest.UsageError(f"--hypothesis-profile {name!r}: no such profile; the suite registers dev, ci, "
-                                "nightly and mutation (root conftest.py)") from None
+        raise pytest.UsageError(f"--hypothesis-profile {draws.profile!r}: no such profile; the suite registers "
+                                f"{', '.join(profiles.NAMES)} (harness/profiles.py)") from None
 
 
 def call_timeout(config: pytest.Config, backend: str) -> float | None:
@@ -185,24 +216,70 @@ def interrupt_on_sigterm() -> None:
         signal.signal(signal.SIGTERM, interrupt)
 
 
-def build(config: pytest.Config, backend: Backend, kernels: list) -> Session:
-    """Decide the run's settings and store them on ``config``; returns the session."""
-    from .calls import Breadcrumbs, Guard, Outputs, Watchdog, guarded
+def thread_share() -> int:
+    """This process's CPU threads: the run's (``OMP_NUM_THREADS``, else every core) shared among xdist workers."""
+    try:
+        run = int(os.environ.get("OMP_NUM_THREADS", "").split(",")[0])  # OpenMP also takes a list per nesting level
+    except ValueError:
+        run = os.cpu_count() or 1
+    return max(1, run // int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
 
+
+def kernels_under_test(config: pytest.Config, backend: Backend) -> list:
+    """The KernelSpecs ``--kernel`` names (default: the registered kernels but the peers), each checked against the
+    suite's size caps."""
+    import kernels  # only now: the backend decides how @triton.jit decorates
+
+    from .coverage import boundaries_beyond_caps
+
+    names = config.getoption("kernel")
+    try:
+        selected = [kernels.resolve(name) for name in names if name != "all"]
+    except (ValueError, ImportError) as error:
+        raise pytest.UsageError(str(error)) from None
+    if "all" in names:  # every registered kernel, peers included (skipped where their library is absent)
+        selected = kernels.registered() + [spec for spec in selected if spec not in kernels.registered()]
+    selected = selected or [spec for spec in kernels.registered() if spec.by_default]
+    for spec in selected:
+        beyond = boundaries_beyond_caps(spec.capabilities, backend.name)
+        if beyond:
+            raise pytest.UsageError(f"{spec.name} declares code-path boundaries at row lengths {beyond} on "
+                                    f"{backend.name}, past the suite's size caps (harness/strategies.py "
+                                    f"SIZE_CAPS): one side of each would never be tested")
+    return selected
+
+
+def build(config: pytest.Config) -> Session:
+    """The configure step: decide the run's settings (the module docstring) and set this process up for them."""
+    from .calls import CONTEXT, Breadcrumbs, Guard, Outputs, Watchdog, guarded
+
+    torch.set_num_threads(thread_share())
+    os.environ["OMP_NUM_THREADS"] = str(torch.get_num_threads())
+    try:
+        backend = activate(config.getoption("device"), os.environ.get("PYTEST_XDIST_WORKER"))
+    except BackendError as error:
+        raise pytest.UsageError(str(error)) from None
+    kernels = kernels_under_test(config, backend)
     gate = gate_of(config, backend.name)
     draws = decide_draws(config, gate)
-    load_profile(draws.profile)
+    hypothesis_internals.use_own_home()
+    hypothesis_internals.mine_no_constants()
+    load_profile(draws)
     report = Path(config.getoption("accuracy_report")) if config.getoption("accuracy_report") else None
     calls = calls_folder(config)
     limit = call_timeout(config, backend.name)
     process = os.environ.get("PYTEST_XDIST_WORKER", "main")
     crumbs = Breadcrumbs(calls, process)
     guard = Guard(Watchdog(limit, min(CALL_GRACE, limit or CALL_GRACE), crumbs), crumbs, Outputs())
-    session = Session(backend, tuple(guarded(spec, guard) for spec in kernels), draws, gate, report, limit, calls)
-    config.stash[SESSION] = session
+    CONTEXT.backend = backend.name
     if not hasattr(config, "workerinput"):
         interrupt_on_sigterm()
-    return session
+    return Session(backend, tuple(guarded(spec, guard) for spec in kernels), draws, gate, report, limit, calls)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    session_of(config)
 
 
 @pytest.hookimpl(optionalhook=True)

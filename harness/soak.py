@@ -73,8 +73,8 @@ import pytest
 from hypothesis.errors import UnsatisfiedAssumption
 
 from . import calls, payload
-from .profiles import active_profile
 from .seeding import pin_seed
+from .session import session_of
 
 EXAMPLES = "examples"  # the payload kind: examples a test ran
 _progress: Progress | None = None  # progress lines of long tests, when asked for (this process)
@@ -163,7 +163,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     global _progress
-    if config.option.verbose > 0 or active_profile(config) == "nightly":
+    if config.option.verbose > 0 or session_of(config).draws.profile == "nightly":
         _progress = Progress(config.pluginmanager.getplugin("capturemanager"), config.getoption("progress_every"))
     if config.getoption("soak_log") and not hasattr(config, "workerinput"):
         config.pluginmanager.register(SoakLog(Path(config.getoption("soak_log"))), "softmax-soak-log")

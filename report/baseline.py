@@ -306,7 +306,7 @@ def compare_invariances(baseline_held: dict, held: dict, sources: dict | None = 
 def judge(reference: dict, categories: dict, held: dict, ran: set[str], run: dict) -> tuple[list, dict[str, str]]:
     """The regression gate's findings for a run's categories and invariances held, against the baseline
     ``reference``, and the kernels it cannot judge on this run, with why.  A run judges itself with this at its
-    end (:mod:`report.plugin`); a merge of shards judges their union with it (:mod:`report.merge`)."""
+    end (:mod:`harness.reporting`); a merge of shards judges their union with it (:mod:`report.merge`)."""
     stale = other_draws(reference, run)
     kernels = set(reference["kernels"]) | set(categories) | set(held)
     unjudged = dict.fromkeys(kernels, stale) if stale else machine_bound(reference, run)

@@ -10,8 +10,6 @@ so that the gate fails a kernel that loses an invariance it had.
 
 from __future__ import annotations
 
-from harness.invariance import INVARIANCE  # noqa: F401  (the payload kind, read by report.plugin)
-
 from .baseline import source_id
 
 

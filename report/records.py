@@ -1,77 +1,67 @@
 """The record of one accuracy check: what was run, how accurate it was, and how to replay it.
 
-Records are plain JSON-safe dicts: they travel on test reports from xdist
-workers to the controller (:mod:`harness.payload`) and land in
-``accuracy.json`` unchanged.
+A record is a plain JSON-safe dict: records travel on test reports from xdist
+workers to the controller and land in ``accuracy.json`` unchanged, where
+:mod:`report.summary` sorts them into categories.  The harness measures a
+check and hands the measurements here as fields (:mod:`harness.recording`);
+this module names the fields, in the order ``accuracy.json`` keeps them, and
+refuses a record that lacks one or brings another.
 """
 
 from __future__ import annotations
 
-import numpy as np
-import torch
+FIELDS = {
+    "inputs": '"fixed": one of the inputs every run draws (coverage sweep, catalog); "search": one Hypothesis drew',
+    "kernel": "the kernel's name",
+    "backend": "cpu, cuda or npu",
+    "device": "the device's name",
+    "op": "the operation judged: softmax, log_softmax, masked_softmax, ...",
+    "dtype": "the input's format (an fp32-out operation outputs fp32)",
+    "shape": "the input's shape, a list",
+    "dim": "the dimension reduced",
+    "row_length": "the length of that dimension",
+    "layout": "how the input lies in memory (contiguous, transposed, strided, ...)",
+    "values": "the value class the input was drawn from",
+    "specials": "the special values planted in it",
+    "profile": "the kernel's precision profile, which its bounds were derived for",
+    "kernel_errors": "the kernel's output against the oracle (ERROR_FIELDS)",
+    "torch_errors": "torch's output on the same input, measured the same way (ERROR_FIELDS)",
+    "oracle_escalated": "rows the oracle recomputed at a higher precision",
+    "worst": "the element a failure names (row, column, got, correctly_rounded, exact, ...), or None",
+    "replay": "how to rebuild the input and replay the call",
+}
 
-from harness.judge import Errors, Judgement
-from oracles.formats import format_of
-from harness.strategies import Case
-
-from .summary import ulp_histogram
-
-ERROR_FIELDS = ("max_ulp", "mean_ulp", "p99_ulp", "correctly_rounded", "max_fractional_ulp", "max_abs_error",
-                "max_rel_error", "max_bound", "worst_ratio", "violations", "non_finite", "elements", "allclose",
-                "ulp_histogram")
-
-
-def error_statistics(errors: Errors, exact: np.ndarray) -> dict:
-    """Statistics of one implementation's output; ``allclose`` uses torch.testing's default tolerances."""
-    stats = errors.summary()
-    judged = ~errors.special
-    y = errors.outputs.double().numpy()
-    with np.errstate(invalid="ignore", divide="ignore"):
-        absolute = np.abs(y - exact)[judged]
-        relative = (absolute / np.abs(exact[judged]))[exact[judged] != 0]
-    try:
-        torch.testing.assert_close(errors.outputs, torch.from_numpy(exact).to(errors.outputs.dtype), equal_nan=True)
-        close = True
-    except AssertionError:
-        close = False
-    stats.update(max_abs_error=float(absolute.max(initial=0)), max_rel_error=float(relative.max(initial=0)),
-                 allclose=close, ulp_histogram=ulp_histogram(errors.ulps[judged]))
-    return {key: stats[key] for key in ERROR_FIELDS}
-
-
-def worst_element(verdict: Judgement) -> dict | None:
-    """The element a failure names (:meth:`Judgement.worst`), for the record."""
-    if (worst := verdict.worst()) is None:
-        return None
-    errors, (row, col) = verdict.kernel, worst
-    return {
-        "row": row, "column": col,
-        "got": float(errors.outputs[row, col]), "correctly_rounded": float(verdict.rounded[row, col]),
-        "exact": float(verdict.exact[row, col]), "fractional_ulp": float(errors.fractional[row, col]),
-        "bound": float(errors.bound[row, col]), "row_input_head": verdict.inputs[row, :8].double().tolist(),
-    }
+ERROR_FIELDS = {
+    "max_ulp": "largest integer ULP distance to the correctly rounded result",
+    "mean_ulp": "mean of those distances",
+    "p99_ulp": "their 99th percentile",
+    "correctly_rounded": "fraction of elements equal to the correctly rounded result",
+    "max_fractional_ulp": "largest error to the exact result, in fractional ULPs",
+    "max_abs_error": "largest absolute error to the exact result",
+    "max_rel_error": "largest relative error to the exact result",
+    "max_bound": "largest derived bound, in fractional ULPs",
+    "worst_ratio": "largest error-to-bound ratio",
+    "violations": "elements beyond their bound (or not the oracle's special value)",
+    "non_finite": "elements a NaN or infinity where the exact result is finite, or the reverse",
+    "elements": "elements measured",
+    "allclose": "whether torch.testing.assert_close's default tolerances accept the output",
+    "ulp_histogram": "counts of ULP distances in report.summary.ULP_BUCKETS",
+}
 
 
-def make_record(kernel: str, backend, case: Case, op: str, verdict: Judgement, *, fixed: bool = False) -> dict:
-    """The record of judging ``kernel`` on ``case`` (``op``: "softmax" or "masked_softmax"); ``fixed``: the case
-    is one of the inputs every run draws (the coverage sweep, the catalog), not one Hypothesis searched for."""
-    return {
-        "inputs": "fixed" if fixed else "search",
-        "kernel": kernel,
-        "backend": backend.name,
-        "device": backend.device_name,
-        "op": op,
-        "dtype": str(format_of(case.dtype)),  # the input's; softmax_fp32_out outputs fp32
-        "shape": list(case.shape),
-        "dim": case.dim,
-        "row_length": case.row_length,
-        "layout": case.layout_kind,
-        "values": case.values.kind,
-        "specials": case.specials.kind,
-        "profile": verdict.kernel.profile.name,
-        "kernel_errors": error_statistics(verdict.kernel, verdict.exact),
-        "torch_errors": error_statistics(verdict.peer, verdict.exact),
-        "oracle_escalated": verdict.escalated,
-        "worst": worst_element(verdict),
-        "replay": verdict.replay,
-    }
+def unlike(given, expected: dict, what: str) -> list[str]:
+    missing, unknown = sorted(set(expected) - set(given)), sorted(set(given) - set(expected))
+    return ([f"{what} lacks {', '.join(missing)}"] if missing else []) + \
+           ([f"{what} has no field {', '.join(unknown)}"] if unknown else [])
+
+
+def record(**fields) -> dict:
+    """The record of one check from its fields (:data:`FIELDS`, the error statistics :data:`ERROR_FIELDS`);
+    ValueError naming what is missing or unknown."""
+    problems = unlike(fields, FIELDS, "a record")
+    for side in ("kernel_errors", "torch_errors"):
+        if isinstance(fields.get(side), dict):
+            problems += unlike(fields[side], ERROR_FIELDS, side)
+    if problems:
+        raise ValueError("; ".join(problems))
+    return {name: fields[name] for name in FIELDS}

@@ -24,10 +24,10 @@ from harness import coverage, soak
 from harness.catalog import CATALOG
 from harness.judge import (FP32_OUT, LOG, MASKED, SOFTMAX, Op, describe_input, expect_refusal, judge_softmax,
                            run_kernel, unknown_construction)
+from harness.recording import make_record
 from harness.replay import PREFIX, command
 from harness.strategies import Case, cases
 from oracles.formats import format_of
-from report.records import make_record
 
 
 @dataclass

@@ -8,7 +8,7 @@ names the property it broke.
 The bitwise invariances are promises (``kernels.registry.INVARIANCES``): each
 test measures its invariance on every kernel, fails a kernel that promised it
 and broke it, and otherwise records whether it held; the end of the run shows
-the table kernel x invariance (``report.plugin``) and the baseline remembers
+the table kernel x invariance (``harness.reporting``) and the baseline remembers
 which held, so a kernel that loses one fails the gate.
 """
 

@@ -10,6 +10,7 @@ from harness.backend import Backend
 from harness.catalog import CATALOG
 from harness.coverage import VALUE_VARIANTS
 from harness.judge import as_rows, judge_softmax, measure
+from harness.recording import make_record
 from harness.strategies import TESTED_DTYPES, Case, Layout, Values, cases, matrix
 from kernels import torch_softmax
 from kernels.registry import Capabilities, resolve
@@ -17,7 +18,6 @@ from oracles import correctly_rounded, profiles
 from oracles.bounds import Arithmetic, PrecisionProfile, Reduction, log_softmax_bound, softmax_bound
 from oracles.formats import format_of, ulp
 from oracles.profiles import torch_profile, unknown_profile
-from report.records import make_record
 from report.summary import categorize
 
 BACKEND = Backend("cpu", torch.device("cpu"), "the CPU")

@@ -29,11 +29,11 @@ from pathlib import Path
 
 import pytest
 
-from harness import calls, payload, pinning, seeding, sharding
-from harness.session import session_of
+from report import artifacts, baseline, invariances
+from report.summary import INTERPRETER_BF16, categorize, interpreter_truncates_bf16, shown
 
-from . import artifacts, baseline, invariances
-from .summary import INTERPRETER_BF16, categorize, interpreter_truncates_bf16, shown
+from . import calls, invariance, payload, pinning, seeding, sharding
+from .session import session_of
 
 RECORDS = "records"
 EXPECTS = "softmax_expects_records"
@@ -227,7 +227,7 @@ class Gatherer:
         self.ran.add(baseline.source_id(report.nodeid))
         if report.when == "setup" and getattr(report, EXPECTS, False):
             self.expected.add(report.nodeid)
-        self.invariance_entries.extend(payload.of(report, invariances.INVARIANCE))
+        self.invariance_entries.extend(payload.of(report, invariance.INVARIANCE))
         records = payload.of(report, RECORDS)
         if records:
             self.recorded.add(report.nodeid)
