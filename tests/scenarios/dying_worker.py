@@ -11,7 +11,7 @@ import torch
 from harness.judge import judge_softmax
 from harness.strategies import matrix
 from kernels import torch_softmax
-from report.records import make_record
+from harness.recording import make_record
 
 
 def record_one(backend, accuracy_record, seed: int) -> None:
