@@ -90,16 +90,16 @@ def pytest_configure(config: pytest.Config) -> None:
         backend = activate(config.getoption("device"), os.environ.get("PYTEST_XDIST_WORKER"))
     except BackendError as error:
         raise pytest.UsageError(str(error)) from None
-    import kernels  # only now: the backend decides how @triton.jit decorates
+    import specs  # only now: the backend decides how @triton.jit decorates the kernels
 
     names = config.getoption("kernel")
     try:
-        selected = [kernels.resolve(name) for name in names if name != "all"]
+        selected = [specs.resolve(name) for name in names if name != "all"]
     except (ValueError, ImportError) as error:
         raise pytest.UsageError(str(error)) from None
     if "all" in names:  # every registered kernel, peers included (skipped where their library is absent)
-        selected = kernels.registered() + [spec for spec in selected if spec not in kernels.registered()]
-    selected = selected or [spec for spec in kernels.registered() if spec.by_default]
+        selected = specs.registered() + [spec for spec in selected if spec not in specs.registered()]
+    selected = selected or [spec for spec in specs.registered() if spec.by_default]
     from .coverage import boundaries_beyond_caps
 
     for spec in selected:

@@ -23,7 +23,8 @@ from oracles import correctly_rounded
 from oracles.bias import MIN_ROWS, measure_bias, t_quantile
 from oracles.bounds import PrecisionProfile, Reduction
 from oracles.formats import format_of
-from oracles.profiles import TORCH_CPU, TORCH_CUDA, UNKNOWN
+from oracles.profiles import TORCH_CPU, TORCH_CUDA
+from specs.registry import known_arithmetics, unknown_arithmetic
 
 BIAS_ELEMENTS = 4096  # per example: enough outputs for a statistical bound of a few hundredths of an ulp
 LENGTHS = (97, 256, 781, 1000)
@@ -75,7 +76,7 @@ def test_mean_signed_error_is_within_the_statistical_bound(kernel, backend, note
         oracle = correctly_rounded.softmax(x, case.dim)
         bias = measure_bias(as_rows(x, case.dim).double().numpy(), as_rows(y, case.dim).double().numpy(),
                             oracle.exact, format_of(x.dtype), kernel.precision(backend.name, x, case.dim),
-                            backend.name)
+                            known_arithmetics(backend.name))
         assert bias.ok, (f"{kernel.name}: mean signed error {bias.mean:+.4g} ulp of {x.dtype}, beyond the "
                          f"allowance of {bias.allowance}: its outputs are biased "
                          f"{'low' if bias.mean < 0 else 'high'}\nreplay: {case!r}.make({str(backend.device)!r}) "
@@ -124,23 +125,24 @@ def synthetic(dtype, rounding: str = "nearest", rows: int = 8, relative_error=No
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 def test_truncated_outputs_fail_and_rounded_ones_pass_where_every_arithmetic_rounds_to_nearest(dtype):
     profile = PrecisionProfile(TORCH_CUDA, Reduction("sequential"))
-    for known in (profile, PrecisionProfile(UNKNOWN, Reduction("sequential"))):
+    for known in (profile, PrecisionProfile(unknown_arithmetic(), Reduction("sequential"))):
         x, nearest, exact, fmt = synthetic(dtype)
-        assert measure_bias(x, nearest, exact, fmt, known, "cuda").ok
+        assert measure_bias(x, nearest, exact, fmt, known, known_arithmetics("cuda")).ok
         x, truncated, exact, fmt = synthetic(dtype, "truncate")
-        bias = measure_bias(x, truncated, exact, fmt, known, "cuda")
+        bias = measure_bias(x, truncated, exact, fmt, known, known_arithmetics("cuda"))
         assert not bias.ok and bias.mean < -0.3, bias
 
 
 def test_truncation_to_bf16_passes_for_unknown_kernels_where_the_interpreter_truncates():
     """The interpreter's own fp32 -> bf16 conversion truncates: an unknown kernel may too, on the CPU."""
     x, truncated, exact, fmt = synthetic(torch.bfloat16, "truncate")
-    assert measure_bias(x, truncated, exact, fmt, PrecisionProfile(UNKNOWN, Reduction("sequential")), "cpu").ok
+    unknown, known = PrecisionProfile(unknown_arithmetic(), Reduction("sequential")), known_arithmetics("cpu")
+    assert measure_bias(x, truncated, exact, fmt, unknown, known).ok
     x, truncated, exact, fmt = synthetic(torch.float16, "truncate")
-    assert not measure_bias(x, truncated, exact, fmt, PrecisionProfile(UNKNOWN, Reduction("sequential")), "cpu").ok
+    assert not measure_bias(x, truncated, exact, fmt, unknown, known).ok
 
 
-@pytest.mark.parametrize("arithmetic", [TORCH_CPU, UNKNOWN], ids=lambda a: a.name)
+@pytest.mark.parametrize("arithmetic", [TORCH_CPU, unknown_arithmetic()], ids=lambda a: a.name)
 def test_fp32_rows_rounded_upward_fail_and_rows_with_zero_mean_relative_errors_pass(arithmetic):
     """fp32 outputs in the compute format are judged by row means: outputs rounded to nearest pass, and so do
     rows each off by its own relative error of several ulps (a sum's error: zero mean over rows); rounded
@@ -149,7 +151,8 @@ def test_fp32_rows_rounded_upward_fail_and_rows_with_zero_mean_relative_errors_p
     spread = torch.randn(rows, generator=torch.Generator().manual_seed(8), dtype=torch.float64) * 4 * 2.0**-24
     cases = {"nearest": ("nearest", None), "upward": ("upward", None), "row errors": ("nearest", spread),
              "biased row errors": ("nearest", spread + 8 * 2.0**-24)}
-    biases = {name: measure_bias(*synthetic(torch.float32, rounding, rows, relative_error), profile, "cpu")
+    biases = {name: measure_bias(*synthetic(torch.float32, rounding, rows, relative_error), profile,
+                                 known_arithmetics("cpu"))
               for name, (rounding, relative_error) in cases.items()}
     assert {name: bias.ok for name, bias in biases.items()} == {
         "nearest": True, "upward": False, "row errors": True, "biased row errors": False}, biases
@@ -159,7 +162,7 @@ def test_fp32_rows_rounded_upward_fail_and_rows_with_zero_mean_relative_errors_p
 
 def test_fp32_outputs_of_fewer_rows_than_the_minimum_are_not_judged():
     bias = measure_bias(*synthetic(torch.float32, "upward", MIN_ROWS - 1), PrecisionProfile(TORCH_CPU, Reduction(
-        "sequential")), "cpu")
+        "sequential")), known_arithmetics("cpu"))
     assert bias.ok and bias.mean > 0.3 and str(bias.allowance).startswith("not judged"), bias
 
 

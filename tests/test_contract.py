@@ -19,7 +19,7 @@ from harness.judge import describe_input, expect_refusal, judge_softmax, unknown
 from harness.soak import timeboxed
 from harness.strategies import Case, Values, cases
 from kernels.fused_softmax import softmax as fused_softmax
-from kernels.registry import Capabilities, resolve
+from specs.registry import Capabilities, resolve
 
 EVERYTHING = Capabilities()  # torch's contract: the widest space there is
 FOREIGN_DTYPES = (torch.int32, torch.int64, torch.bool, torch.complex64)
