@@ -4,7 +4,7 @@
 
 For M = 4096 rows and N from 128 to 65536, then long rows (2^18 and 2^20
 elements, with M chosen so that a tensor holds 2^26 elements), in fp32 and
-bf16, it times: the full-domain kernel (``kernels/full_softmax.py``), the
+bf16, it times: the full-domain kernel (``kernels/full_softmax/``), the
 documents' kernel (``kernels/fused_softmax.py``), torch.softmax, the naive
 five-op torch version, the peers whose libraries import (Liger-Kernel,
 FlagGems, torch.compile: ``kernels/peers.py``, under their registry names), and

@@ -21,25 +21,18 @@ FLOATING = HALF_AND_SINGLE | {torch.float64}
 
 @dataclass(frozen=True)
 class InputLimits:
-    """The inputs a kernel handles; everything else must raise.
+    """The inputs a kernel handles; everything else must raise (:meth:`refusal` says what)."""
 
-    ``max_row_length`` maps a device type ("cpu", "cuda", "npu") to the longest
-    row the kernel handles there; a missing device type means no limit.
-    ``max_offset`` is the largest element offset its index arithmetic can
-    address (2**31 - 1 for 32-bit offsets).
-    ``empty_rows``: whether rows of length zero are handled (torch returns an
-    empty result).
-    ``in_place``: the kernel writes its result into ``x`` (and returns it), so
-    it cannot take a view that repeats elements (stride 0).
-    """
-
-    dtypes: frozenset[torch.dtype] = FLOATING
-    ranks: frozenset[int] | None = None  # None: any rank >= 1
-    last_dim_only: bool = False
+    dtypes: frozenset[torch.dtype] = FLOATING  # the dtypes of x it takes
+    ranks: frozenset[int] | None = None  # the ranks of x it takes; None: any rank >= 1
+    last_dim_only: bool = False  # True: dim must be the last dimension
     unit_column_stride: bool = False  # True: the softmax dim must have stride 1
+    # Device type ("cpu", "cuda", "npu") -> the longest row it handles there; a missing device type means no limit.
     max_row_length: Mapping[str, int] = field(default_factory=dict)
-    max_offset: int | None = None
-    empty_rows: bool = True
+    max_offset: int | None = None  # the largest element offset its index arithmetic addresses (2**31 - 1: 32-bit)
+    empty_rows: bool = True  # whether it handles rows of length zero (torch returns an empty result)
+    # True: it writes its result into x (and returns it), so it cannot take a view that repeats
+    # elements (stride 0); the suite hands it a copy of each input.
     in_place: bool = False
 
     def row_limit(self, device_type: str) -> int | None:

@@ -70,9 +70,8 @@ class Capabilities(InputLimits):
     The input limits (:class:`kernels.limits.InputLimits`: ``dtypes``, ``ranks``,
     ``last_dim_only``, ``unit_column_stride``, ``max_row_length``, ``max_offset``,
     ``empty_rows``, ``in_place``) say which inputs it takes, and ``refusal`` the
-    error any other input must raise.  ``in_place`` kernels get a copy of each
-    input; any other kernel must leave its inputs bit for bit unchanged
-    (:mod:`harness.calls`).  On top of those limits:
+    error any other input must raise.  A kernel not ``in_place`` must leave its
+    inputs bit for bit unchanged (:mod:`harness.calls`).  On top of those limits:
     """
 
     # Device type -> the row lengths where the kernel switches code paths (one block to several,

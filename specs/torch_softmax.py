@@ -30,11 +30,7 @@ def torch_profile(backend: str, x: torch.Tensor, dim: int, log: bool = False) ->
 
 
 SPEC = register(KernelSpec(
-    name="torch",
-    softmax=torch_softmax.softmax,
-    capabilities=TORCH_CONTRACT,
-    log_softmax=torch_softmax.log_softmax,
-    masked_softmax=torch_softmax.masked_softmax,
-    precision=torch_profile,
+    name="torch", softmax=torch_softmax.softmax, capabilities=TORCH_CONTRACT,
+    log_softmax=torch_softmax.log_softmax, masked_softmax=torch_softmax.masked_softmax, precision=torch_profile,
     description="torch.softmax on the same device (the reference implementation)",
 ))
