@@ -35,13 +35,14 @@ Figures in ulps of fp32 (fractional: |computed - exact| / ulp(exact)):
   (``LogSoftMaxForwardEpilogue`` in aten/src/ATen/native/cuda/SoftMax.cu): an
   fp32 row [-106.08, 17.72, -132.19, -44.84, 15.43] erred by 0.59 ULP in the
   nightly H100 soak, beyond a bound without that rounding (0.56).
-* A user's kernel of unknown construction: the loosest of every arithmetic
-  here (:func:`loosest`), in each respect at once: the largest exp, division
-  and log errors, flushing, the loosest conversions, exp stored in the output
-  dtype before the division, the log terms in the output dtype, no recovery
-  of the gap's rounding, fp32 compute, and no claim of monotonicity;
-  tests/test_profiles.py checks, element by element, that its bound is at
-  least every other profile's.
+* A user's kernel of unknown construction: the loosest of every known
+  arithmetic (:func:`loosest` of these and of those the kernels' records
+  declare: ``specs.registry.unknown_arithmetic``), in each respect at once:
+  the largest exp, division and log errors, flushing, the loosest
+  conversions, exp stored in the output dtype before the division, the log
+  terms in the output dtype, no recovery of the gap's rounding, fp32 compute,
+  and no claim of monotonicity; tests/test_bounds.py checks, element by
+  element, that its bound is at least every other profile's.
 
 Biases (``exp_bias_ulps``, ``div_bias_ulps``: the largest |mean signed error|,
 in ulps of fp32 at the exact value; :mod:`oracles.bias` says what they bound):
@@ -76,7 +77,7 @@ from dataclasses import replace
 import torch
 
 from .bounds import Arithmetic, PrecisionProfile, Reduction
-from .formats import FP32, FP64
+from .formats import FP32
 
 TO_NEAREST = {torch.float16: 0.5, torch.bfloat16: 0.5}
 
