@@ -27,7 +27,7 @@ import triton
 
 from kernels.full_softmax import host
 from kernels.full_softmax.arithmetic import ARITHMETIC_NAMES, arithmetic
-from kernels.full_softmax.buffer_plan import INTERPRETER_BLOCK
+from kernels.full_softmax.buffer_plan import INTERPRETER_BLOCK, largest_block
 from kernels.full_softmax.cuda_plan import GPU_CHUNKED_ROW_BYTES, GPU_MASKED_ROW_BYTES, GPU_ROW_ELEMENTS
 from kernels.full_softmax.plan import Plan
 from oracles.bounds import Arithmetic, PrecisionProfile, Reduction
@@ -86,8 +86,9 @@ CAPABILITIES = Capabilities.extending(
     log_softmax=True,
     masked=True,
     out_dtype=True,
-    path_boundaries={"cpu": (INTERPRETER_BLOCK, 2 * INTERPRETER_BLOCK), "npu": (16384,),
-                     # one pass -> chunked in fp32 and in half, chunked -> split in fp32
+    # The interpreter: one pass -> chunked -> split; Ascend: one pass -> chunked; CUDA: one pass ->
+    # chunked in fp32 (masked rows first) and in half, chunked -> split in fp32.
+    path_boundaries={"cpu": (INTERPRETER_BLOCK, 2 * INTERPRETER_BLOCK), "npu": (largest_block(interpret=False),),
                      "cuda": (GPU_MASKED_ROW_BYTES // 4, GPU_ROW_ELEMENTS, GPU_CHUNKED_ROW_BYTES // 4)},
     # The tile, warps and path follow from the row length alone; fp32 sums are exact on CUDA.
     promises=ALL_INVARIANCES,
