@@ -1,7 +1,8 @@
 """The record of full_softmax (``kernels/full_softmax/``): its operations, capabilities, promises and precision.
 
 The kernel computes differently from plain Triton on purpose, and has its own
-arithmetic (``kernels/full_softmax/arithmetic.py`` chooses it for each call).  Under the interpreter, and for
+arithmetic (``kernels/full_softmax/arithmetic.py`` chooses it for each call,
+:data:`ARITHMETIC` below models it).  Under the interpreter, and for
 log_softmax on CUDA, it keeps the gap, the exps, the sum and the log in
 float64 and rounds once (compute format float64).  Its fp32-output softmax on
 CUDA stays in fp32 for speed but recovers the rounding error of x - max
