@@ -2,9 +2,9 @@
 
     python bench/first_failure.py [--device cpu|cuda|npu] [--mutant NAME ...] [--checkout DIR]
 
-Each planted bug (``kernels/mutants.py``) is validated as a user validates a kernel, under
+Each planted bug (``specs/mutants.py``) is validated as a user validates a kernel, under
 the ``ci`` profile, stopping at the first failure:
-``python -m pytest -n auto -x --hypothesis-profile ci --device D --kernel kernels.mutants:NAME``.
+``python -m pytest -n auto -x --hypothesis-profile ci --device D --kernel specs.mutants:NAME``.
 Printed per bug: the seconds from the command's start to the first failed test on pytest's
 progress line (xdist prints an ``F`` as each test fails), to the run's end, and the test
 that failed.  ``--checkout`` times another checkout of the suite (an earlier commit, say)
@@ -29,11 +29,16 @@ ROOT = Path(__file__).resolve().parents[1]
 MUTANTS = ("finite_fill", "half_accumulation", "skip_last_of_long_rows")
 
 
+def selector(checkout: Path, mutant: str) -> str:
+    """The planted bug's ``--kernel`` selector in ``checkout`` (checkouts older than specs/ kept them in kernels/)."""
+    return f"{'specs' if (checkout / 'specs' / 'mutants.py').exists() else 'kernels'}.mutants:{mutant}"
+
+
 def first_failure(checkout: Path, device: str, mutant: str) -> tuple[float | None, float, str]:
     """Seconds to the first ``F`` of the progress line, to the end; the failed test's id."""
     env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_XDIST_WORKER", "TRITON_INTERPRET")}
     command = [sys.executable, "-u", "-m", "pytest", "-p", "no:cacheprovider", "-n", "auto", "-x",
-               "--hypothesis-profile", "ci", "--device", device, "--kernel", f"kernels.mutants:{mutant}"]
+               "--hypothesis-profile", "ci", "--device", device, "--kernel", selector(checkout, mutant)]
     start = time.perf_counter()
     process = subprocess.Popen(command, cwd=checkout, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     seen, output = None, bytearray()

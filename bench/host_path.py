@@ -24,6 +24,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from kernels import full_softmax  # noqa: E402
+from kernels.full_softmax.launch_cache import CONTIGUOUS_CALLS, call_key  # noqa: E402
+from kernels.full_softmax.triton_code import contiguous_rows_kernel  # noqa: E402
 
 ROUNDS = 5
 TARGET = 1.3
@@ -50,8 +52,8 @@ def main() -> None:
     x = torch.randn(4, 128, device="cuda")
     y = torch.empty_like(x)
     first = full_softmax.softmax(x)
-    launch = full_softmax.CONTIGUOUS_CALLS[full_softmax.call_key(x, -1, False, None)]
-    bare = full_softmax.contiguous_rows_kernel[launch.grid]
+    launch = CONTIGUOUS_CALLS[call_key(x, -1, False, None)]
+    bare = contiguous_rows_kernel[launch.grid]
     assert torch.equal(full_softmax.softmax(x), first), "a repeated call changed the result"
     repeated, bare_launch = "full_softmax.softmax(x), repeated", "bare launch, contiguous_rows_kernel[grid](...)"
     calls = {

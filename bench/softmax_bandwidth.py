@@ -4,7 +4,7 @@
 
 For M = 4096 rows and N from 128 to 65536, then long rows (2^18 and 2^20
 elements, with M chosen so that a tensor holds 2^26 elements), in fp32 and
-bf16, it times: the full-domain kernel (``kernels/full_softmax.py``), the
+bf16, it times: the full-domain kernel (``kernels/full_softmax/``), the
 documents' kernel (``kernels/fused_softmax.py``), torch.softmax, the naive
 five-op torch version, the peers whose libraries import (Liger-Kernel,
 FlagGems, torch.compile: ``kernels/peers.py``, under their registry names), and
@@ -59,8 +59,8 @@ import triton  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from kernels import full_softmax, fused_softmax, peers  # noqa: E402
-from kernels.registry import resolve  # noqa: E402
 from oracles.formats import FP32  # noqa: E402
+from specs.registry import resolve  # noqa: E402
 
 WIDTHS = [128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536]
 LONG_ROWS = [1 << 18, 1 << 20]
@@ -101,7 +101,7 @@ PROVIDERS = {
     **({} if SMOKE else {"inductor_static": torch.compile(lambda x: torch.softmax(x, -1), dynamic=False)}),
     "copy": lambda x: torch.empty_like(x).copy_(x),
 }
-REFUSALS = {"fused_softmax": fused_softmax.CAPABILITIES, "liger": peers.LIGER}  # rows too long for one block
+REFUSALS = {"fused_softmax": fused_softmax.LIMITS, "liger": peers.LIGER}  # rows too long for one block
 
 
 def rotation(x: torch.Tensor) -> list[torch.Tensor]:

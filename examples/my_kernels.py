@@ -21,8 +21,8 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels.registry import HALF_AND_SINGLE, Capabilities
 from oracles.profiles import triton_block_profile
+from specs.registry import HALF_AND_SINGLE, Capabilities
 
 
 @triton.jit

@@ -18,7 +18,7 @@ needs its folder on ``PYTHONPATH``.
 
 import torch
 
-from kernels.registry import USER_CONTRACT
+from specs.registry import USER_CONTRACT
 
 
 def softmax(x: torch.Tensor, dim: int) -> torch.Tensor:

@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING
 import torch
 
 if TYPE_CHECKING:  # this module is imported before the backend is chosen, so before any kernel (and triton)
-    from kernels.registry import KernelSpec
+    from specs.registry import KernelSpec
 
 
 def describe_input(x: torch.Tensor, dim: int) -> str:

@@ -27,8 +27,8 @@ from dataclasses import dataclass, replace
 import pytest
 import torch
 
-from kernels.registry import Capabilities
 from oracles.formats import format_of
+from specs.registry import Capabilities
 
 from . import payload
 from .strategies import (LAYOUT_KINDS, SIZE_CAPS, Case, Mask, SizeCaps, Specials, Values, interesting_lengths,

@@ -1,6 +1,6 @@
 """Measuring a bitwise invariance: a promise must hold, anything else is only recorded.
 
-Kernels promise invariances in their capabilities (``kernels.registry.INVARIANCES``).
+Kernels promise invariances in their capabilities (``specs.registry.INVARIANCES``).
 A test measures one with :class:`Invariance` (the ``invariance`` fixture of
 :mod:`harness.plugin` makes them): a promised invariance fails the test at its
 first counterexample, which Hypothesis then shrinks; one not promised keeps its

@@ -19,14 +19,13 @@ import numpy as np
 import pytest
 import torch
 
-from kernels import torch_softmax
-from kernels.registry import KernelSpec
 from oracles import correctly_rounded
 from oracles.bounds import PrecisionProfile, log_softmax_bound, softmax_bound
 from oracles.correctly_rounded import OracleResult
 from oracles.formats import Format, format_of
-from oracles.profiles import unknown_profile
 from oracles.ulp import UNRELATED, fractional_ulp_error, ulp_distance
+from specs import torch_softmax
+from specs.registry import KernelSpec, unknown_profile
 
 from .calls import ContractBroken, SuiteFailure, describe_input  # noqa: F401  (the tests import describe_input here)
 from .strategies import TESTED_DTYPES

@@ -85,7 +85,7 @@ class Grammar:
 @functools.cache
 def load_grammar() -> Grammar:
     # Imported on first use: the kernels (through the strategies) must import after the backend is chosen.
-    from kernels.registry import FLOATING
+    from specs.registry import FLOATING
 
     from . import strategies
     from .coverage import VALUE_VARIANTS
@@ -237,7 +237,7 @@ def main(argv: list[str] | None = None) -> int:
     warnings.filterwarnings("ignore", category=RuntimeWarning, module="triton.runtime.interpreter")
     try:
         backend = activate(args.device)  # before the kernels import triton
-        import kernels
+        import specs
 
         from .calls import Breadcrumbs, ContractBroken, Guard, KernelHang, Outputs, Watchdog, guarded
         from .judge import OPS, describe_input, judge_softmax, run_kernel, unknown_construction
@@ -246,7 +246,7 @@ def main(argv: list[str] | None = None) -> int:
         limit = CALL_TIMEOUT[backend.name] if args.call_timeout is None else args.call_timeout
         nowhere = Breadcrumbs(None, "replay")
         guard = Guard(Watchdog(limit or None, min(CALL_GRACE, limit or CALL_GRACE), nowhere), nowhere, Outputs())
-        kernel = guarded(kernels.resolve(args.kernel), guard)
+        kernel = guarded(specs.resolve(args.kernel), guard)
         case = parse_case(args.case)
     except (BackendError, ValueError) as error:
         parser.error(str(error))

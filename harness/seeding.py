@@ -58,7 +58,7 @@ def draws_fingerprint(backend: str, draws: Draws = GATE_DRAWS, examples: int = 4
     if draws.seed_base is None:
         return None
     # Imported here: the kernels import triton, which the backend must first set up.
-    from kernels.registry import Capabilities
+    from specs.registry import Capabilities
 
     from .strategies import cases
 

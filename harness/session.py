@@ -228,18 +228,18 @@ def thread_share() -> int:
 def kernels_under_test(config: pytest.Config, backend: Backend) -> list:
     """The KernelSpecs ``--kernel`` names (default: the registered kernels but the peers), each checked against the
     suite's size caps."""
-    import kernels  # only now: the backend decides how @triton.jit decorates
+    import specs  # only now: the backend decides how @triton.jit decorates the kernels
 
     from .coverage import boundaries_beyond_caps
 
     names = config.getoption("kernel")
     try:
-        selected = [kernels.resolve(name) for name in names if name != "all"]
+        selected = [specs.resolve(name) for name in names if name != "all"]
     except (ValueError, ImportError) as error:
         raise pytest.UsageError(str(error)) from None
     if "all" in names:  # every registered kernel, peers included (skipped where their library is absent)
-        selected = kernels.registered() + [spec for spec in selected if spec not in kernels.registered()]
-    selected = selected or [spec for spec in kernels.registered() if spec.by_default]
+        selected = specs.registered() + [spec for spec in selected if spec not in specs.registered()]
+    selected = selected or [spec for spec in specs.registered() if spec.by_default]
     for spec in selected:
         beyond = boundaries_beyond_caps(spec.capabilities, backend.name)
         if beyond:

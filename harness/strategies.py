@@ -34,7 +34,7 @@ from dataclasses import dataclass, replace
 import torch
 from hypothesis import strategies as st
 
-from kernels.registry import Capabilities
+from specs.registry import Capabilities
 
 TESTED_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 SCALES = (1e-3, 1e-2, 0.1, 1.0, 4.0, 30.0, 1e2, 1e3, 1e4)

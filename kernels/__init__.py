@@ -1,10 +1,7 @@
-"""Softmax kernels under test and their registry.
+"""Softmax kernels under test: Triton code and the host code that checks and launches it.
 
-Importing this package decorates the Triton kernels, so TRITON_INTERPRET must be
-set before it is imported when kernels are to run on the CPU.
+What each kernel handles, promises and how precisely it computes is its
+record's, in ``specs/`` (which registers them).  Importing a kernel decorates
+its Triton functions, so TRITON_INTERPRET must be set before it is imported
+when kernels are to run on the CPU.
 """
-
-from . import full_softmax, fused_softmax, peers, rowwise, torch_softmax  # noqa: F401  (registration)
-from .registry import Capabilities, KernelSpec, register, registered, resolve
-
-__all__ = ["Capabilities", "KernelSpec", "register", "registered", "resolve"]

@@ -17,10 +17,8 @@ import torch
 import triton
 import triton.language as tl
 
-from oracles.profiles import triton_block_profile
-
 from .launch import compute_units, require_triton_device
-from .registry import ALL_INVARIANCES, HALF_AND_SINGLE, Capabilities, KernelSpec, register
+from .limits import HALF_AND_SINGLE, InputLimits
 
 
 @triton.jit
@@ -47,7 +45,7 @@ def softmax_kernel(output_ptr, input_ptr, input_row_stride, output_row_stride, n
         tl.store(output_ptrs, softmax_output, mask=mask)
 
 
-CAPABILITIES = Capabilities(
+LIMITS = InputLimits(
     dtypes=HALF_AND_SINGLE,
     ranks=frozenset({2}),
     last_dim_only=True,
@@ -59,13 +57,12 @@ CAPABILITIES = Capabilities(
     # the 192 KB unified buffer.
     max_row_length={"cpu": tl.TRITON_MAX_TENSOR_NUMEL, "cuda": 1 << 17, "npu": 1 << 14},
     max_offset=2**31 - 1,  # row_idx * input_row_stride is 32-bit arithmetic
-    promises=ALL_INVARIANCES,  # one program a row, one block: nothing depends on the other rows
 )
 
 
 def softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
     """Row-wise softmax of a 2-D tensor with the documents' kernel."""
-    CAPABILITIES.check(x, dim)
+    LIMITS.check(x, dim)
     require_triton_device(x)
     n_rows, n_cols = x.shape
     y = torch.empty_like(x)
@@ -76,17 +73,3 @@ def softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
         y, x, x.stride(0), y.stride(0), n_rows, n_cols, BLOCK_SIZE=triton.next_power_of_2(n_cols)
     )
     return y
-
-
-def precision(backend: str, x: torch.Tensor, dim: int, log: bool = False):
-    """One tl.sum per row over the padded block, Triton's default 4 warps."""
-    return triton_block_profile(backend, num_warps=4)
-
-
-SPEC = register(KernelSpec(
-    name="fused_softmax",
-    softmax=softmax,
-    capabilities=CAPABILITIES,
-    precision=precision,
-    description="the source documents' fused-softmax kernel (persistent rows, one block per row)",
-))

@@ -6,8 +6,8 @@ running maximum and a sum of exponentials rescaled each time the maximum grows
 every entry seen so far is -inf the running maximum is -inf too, and the
 rescale factor exp(m_old - m_new) would be exp(-inf + inf) = NaN: the shift
 stays 0 until a finite maximum appears.  ``MUTATION`` plants one bug
-(:mod:`kernels.mutants`); like the mutants, it is not registered:
-``--kernel kernels.online:softmax`` selects it.
+(:mod:`specs.mutants`); like the mutants, it is not registered:
+``--kernel specs.online:softmax`` selects it with its record.
 
 It computes in float64 (one rounding, at the store): a gap taken against a
 running maximum rounds differently from the gap against the row's maximum,
@@ -21,17 +21,14 @@ import torch
 import triton
 import triton.language as tl
 
-from oracles.bounds import PrecisionProfile, Reduction
-from oracles.profiles import FULL_SOFTMAX_ARITHMETIC, TILE_SUM
-
 from .launch import require_triton_device
-from .registry import ALL_INVARIANCES, HALF_AND_SINGLE, Capabilities
+from .limits import HALF_AND_SINGLE, InputLimits
 
 CORRECT = tl.constexpr(0)
 NEG_INF_HEAD_NAN = tl.constexpr(1)
 
 TILE = 256
-ARITHMETIC = {"cpu": FULL_SOFTMAX_ARITHMETIC["cpu", "wide"], "cuda": FULL_SOFTMAX_ARITHMETIC["cuda", "wide"]}
+FLOAT64_DEVICES = ("cpu", "cuda")  # where Triton has float64: the interpreter and NVIDIA GPUs
 
 
 @triton.jit(do_not_specialize=["n_cols", "x_row_stride", "x_col_stride", "y_row_stride", "y_col_stride"])  # as rowwise's
@@ -57,19 +54,15 @@ def online_softmax_kernel(y_ptr, x_ptr, n_cols, x_row_stride, x_col_stride, y_ro
         tl.store(y_ptr + row * y_row_stride + (start + cols) * y_col_stride, y, mask=start + cols < n_cols)
 
 
-CAPABILITIES = Capabilities(
-    dtypes=HALF_AND_SINGLE, ranks=frozenset({2}), last_dim_only=True,
-    path_boundaries={"cpu": (TILE,), "cuda": (TILE,)},  # one tile, then several
-    promises=ALL_INVARIANCES,
-)
+LIMITS = InputLimits(dtypes=HALF_AND_SINGLE, ranks=frozenset({2}), last_dim_only=True)
 
 
 def launch(x: torch.Tensor, dim: int, mutation: tl.constexpr) -> torch.Tensor:
-    CAPABILITIES.check(x, dim)
+    LIMITS.check(x, dim)
     require_triton_device(x)
-    if x.device.type not in ARITHMETIC:
+    if x.device.type not in FLOAT64_DEVICES:
         raise TypeError(f"x is on {x.device.type}: kernels.online computes in float64, which Triton has on "
-                        f"{' and '.join(ARITHMETIC)} only")
+                        f"{' and '.join(FLOAT64_DEVICES)} only")
     y = torch.empty(x.shape, dtype=x.dtype, device=x.device)
     if x.numel():
         online_softmax_kernel[(x.shape[0],)](y, x, x.shape[1], *x.stride(), *y.stride(), TILE=TILE,
@@ -80,13 +73,3 @@ def launch(x: torch.Tensor, dim: int, mutation: tl.constexpr) -> torch.Tensor:
 def softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
     """Softmax of a 2-D tensor over its last dim, of any strides, in two passes over tiles."""
     return launch(x, dim, CORRECT)
-
-
-def precision(backend: str, x: torch.Tensor, dim: int, log: bool = False) -> PrecisionProfile:
-    """float64 throughout; tiles of TILE summed by one tl.sum each (4 warps), folded with a rescale per tile."""
-    tiles = max(-(-x.shape[dim] // TILE), 1)
-    return PrecisionProfile(ARITHMETIC[backend], Reduction(TILE_SUM[backend], num_warps=4, block=TILE, chunks=tiles))
-
-
-softmax.capabilities = CAPABILITIES
-softmax.precision = precision

@@ -8,57 +8,29 @@
 * ``inductor``: ``torch.compile(torch.softmax / torch.log_softmax,
   dynamic=True)``: the Triton kernel Inductor generates on GPUs.
 
-Each library is imported on first use, never at registration: where it is
-absent, or where it does not run Triton (Inductor emits C++ on the CPU;
-FlagGems needs a GPU runtime), that kernel's tests are skipped with the reason.
-None documents its arithmetic or promises an invariance, so each is judged as a
-kernel of unknown construction (the loosest known arithmetic) and promises
-none; each refuses as its library does (any exception, as torch does), and the
-adapters add only the refusals of inputs outside what they declare.
+Each library is imported on first use, never at import: where it is absent,
+its adapter raises only when called.  Each refuses as its library does (any
+exception, as torch does), and the adapters add only the refusals of inputs
+outside the limits below.  Their records are in ``specs/peers.py``.
 """
 
 from __future__ import annotations
 
 import functools
 import importlib
-import importlib.util
 
 import torch
 
-from .registry import FLOATING, HALF_AND_SINGLE, Capabilities, KernelSpec, register
+from .limits import FLOATING, HALF_AND_SINGLE, InputLimits
 
 LIGER_MAX_ROW = 65536
-
-
-def missing(package: str, module: str):
-    """A skip reason for backends where ``module`` does not import: pip's package name to install."""
-
-    def reason(backend: str) -> str | None:
-        if importlib.util.find_spec(module) is None:
-            return f"needs {package}, which is not installed (pip install {package})"
-        return None
-
-    return reason
-
-
-def gpu_only(why: str, then=None):
-    """A skip reason on the CPU backend (``why``) and on NPUs (nothing measured there), else ``then``'s."""
-
-    def reason(backend: str) -> str | None:
-        if backend == "cpu":
-            return f"{why}; runs with --device cuda"
-        if backend != "cuda":
-            return f"not measured on {backend}; runs with --device cuda"
-        return then(backend) if then else None
-
-    return reason
 
 
 # ---------------------------------------------------------------------------- Liger-Kernel
 
 # Rows of length zero: its reshape to (-1, 0) raises (docs/findings/liger-kernel.md).
-LIGER = Capabilities(dtypes=HALF_AND_SINGLE, last_dim_only=True, empty_rows=False,
-                     max_row_length={"cpu": LIGER_MAX_ROW, "cuda": LIGER_MAX_ROW, "npu": LIGER_MAX_ROW})
+LIGER = InputLimits(dtypes=HALF_AND_SINGLE, last_dim_only=True, empty_rows=False,
+                    max_row_length={"cpu": LIGER_MAX_ROW, "cuda": LIGER_MAX_ROW, "npu": LIGER_MAX_ROW})
 
 
 def liger_softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
@@ -70,7 +42,7 @@ def liger_softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
 
 # ---------------------------------------------------------------------------- FlagGems
 
-FLAG_GEMS = Capabilities(dtypes=HALF_AND_SINGLE, log_softmax=True, out_dtype=True)
+FLAG_GEMS = InputLimits(dtypes=HALF_AND_SINGLE)
 
 
 def half_to_float(x: torch.Tensor, out_dtype: torch.dtype | None) -> bool:
@@ -92,7 +64,7 @@ def flag_gems_log_softmax(x: torch.Tensor, dim: int, out_dtype: torch.dtype | No
 
 # ---------------------------------------------------------------------------- Inductor
 
-INDUCTOR = Capabilities(dtypes=FLOATING, log_softmax=True, out_dtype=True)
+INDUCTOR = InputLimits(dtypes=FLOATING)
 
 
 @functools.cache
@@ -112,20 +84,3 @@ def inductor_log_softmax(x: torch.Tensor, dim: int, out_dtype: torch.dtype | Non
     INDUCTOR.check(x, dim)
     return compiled(torch.log_softmax)(x, dim, dtype=out_dtype)
 
-
-register(KernelSpec(
-    name="liger", softmax=liger_softmax, capabilities=LIGER, clear_refusals=False,
-    skip_reason=missing("liger-kernel", "liger_kernel"), by_default=False,
-    description="Liger-Kernel's Triton softmax (LigerSoftmaxFunction), last dim",
-))
-register(KernelSpec(
-    name="flag_gems", softmax=flag_gems_softmax, log_softmax=flag_gems_log_softmax, capabilities=FLAG_GEMS,
-    clear_refusals=False, skip_reason=gpu_only("FlagGems needs a GPU runtime", missing("flag-gems", "flag_gems")),
-    by_default=False,
-    description="FlagGems' softmax and log_softmax (flag_gems.ops), any dim",
-))
-register(KernelSpec(
-    name="inductor", softmax=inductor_softmax, log_softmax=inductor_log_softmax, capabilities=INDUCTOR,
-    clear_refusals=False, skip_reason=gpu_only("Inductor emits C++, not Triton, on the CPU"), by_default=False,
-    description="torch.compile(torch.softmax / log_softmax, dynamic=True): Inductor's Triton kernel",
-))

@@ -7,7 +7,7 @@ It rounds bf16 outputs to nearest itself, in integer arithmetic: Triton's
 interpreter truncates its own fp32 -> bf16 conversion, which would hide a kernel
 that truncates (one of the mutants) on the CPU.
 
-``MUTATION`` plants one known bug at a time (:mod:`kernels.mutants`).  With
+``MUTATION`` plants one known bug at a time (:mod:`specs.mutants`).  With
 ``MUTATION = CORRECT`` every switch below compiles away and the kernel is
 correct; each mutant is this source with exactly one switch flipped, so a
 mutant differs from its parent by its bug alone.
@@ -19,10 +19,8 @@ import torch
 import triton
 import triton.language as tl
 
-from oracles.profiles import ROWWISE_ARITHMETIC, triton_block_profile
-
 from .launch import compute_units, require_triton_device
-from .registry import ALL_INVARIANCES, HALF_AND_SINGLE, Capabilities, KernelSpec, register
+from .limits import HALF_AND_SINGLE, InputLimits
 
 # Mutation codes: constexpr globals, which @triton.jit code may read.
 CORRECT = tl.constexpr(0)
@@ -146,14 +144,13 @@ def rowwise_softmax_kernel(y_ptr, x_ptr, n_rows, n_cols, x_row_stride, x_col_str
             tl.store(y_ptr + y_offsets, y, mask=store_mask)
 
 
-CAPABILITIES = Capabilities(
+LIMITS = InputLimits(
     dtypes=HALF_AND_SINGLE,
     ranks=frozenset({2}),
     last_dim_only=True,
     # One program of 4 warps holds the row: past 2^14 elements on CUDA it spills registers, and
     # compiles for 7 s (2^16) to 38 s (2^17) on the H100's host, for the parent and each mutant.
     max_row_length={"cpu": tl.TRITON_MAX_TENSOR_NUMEL, "cuda": 1 << 14, "npu": 1 << 14},
-    promises=ALL_INVARIANCES,
 )
 
 
@@ -163,7 +160,7 @@ def storage_extent(x: torch.Tensor) -> int:
 
 
 def launch(x: torch.Tensor, dim: int, mutation: tl.constexpr) -> torch.Tensor:
-    CAPABILITIES.check(x, dim)
+    LIMITS.check(x, dim)
     require_triton_device(x)
     n_rows, n_cols = x.shape
     y = torch.empty((n_rows, n_cols), dtype=x.dtype, device=x.device)
@@ -186,17 +183,3 @@ def launch(x: torch.Tensor, dim: int, mutation: tl.constexpr) -> torch.Tensor:
 def softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
     """Row-wise softmax of a 2-D tensor of any strides."""
     return launch(x, dim, CORRECT)
-
-
-def precision(backend: str, x: torch.Tensor, dim: int, log: bool = False):
-    """One tl.sum per row over the padded block, Triton's default 4 warps; bf16 outputs rounded to nearest."""
-    return triton_block_profile(backend, num_warps=4, arithmetic=ROWWISE_ARITHMETIC.get(backend))
-
-
-SPEC = register(KernelSpec(
-    name="rowwise",
-    softmax=softmax,
-    capabilities=CAPABILITIES,
-    precision=precision,
-    description="row-wise softmax over strided 2-D input with 64-bit offsets; the mutation catalog's parent",
-))

@@ -113,6 +113,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import mpmath
@@ -121,7 +122,6 @@ import torch
 
 from .bounds import Arithmetic, PrecisionProfile, softmax_bound, sum_terms
 from .formats import Format, ulp
-from .profiles import BACKEND_ARITHMETICS
 
 FALSE_ALARM = 1e-9
 MIN_ROWS = 32  # rows judged in the compute format: t_{1e-9, 31} = 8.6 (the normal quantile is 6.1)
@@ -129,14 +129,14 @@ HALF_DTYPES = (torch.float16, torch.bfloat16)
 NEAREST = 0.5 + 2.0**-10  # a conversion erring by more than this (in ulps) rounds toward zero somewhere
 
 
-def known_arithmetics(arithmetic: Arithmetic, backend: str) -> list[Arithmetic]:
+def known_arithmetics(arithmetic: Arithmetic, backend_arithmetics: Sequence[Arithmetic]) -> Sequence[Arithmetic]:
     """What a kernel may compute with: its own arithmetic, or if of unknown construction any known on the backend."""
-    return [arithmetic] if arithmetic.known_construction else BACKEND_ARITHMETICS[backend]
+    return [arithmetic] if arithmetic.known_construction else backend_arithmetics
 
 
-def rounds_toward_zero(arithmetic: Arithmetic, backend: str, dtype: torch.dtype) -> bool:
+def rounds_toward_zero(arithmetic: Arithmetic, backend_arithmetics: Sequence[Arithmetic], dtype: torch.dtype) -> bool:
     """Whether a correct kernel of this arithmetic may convert its results to ``dtype`` toward zero."""
-    return any(a.downcast_ulps.get(dtype, 1.0) > NEAREST for a in known_arithmetics(arithmetic, backend))
+    return any(a.downcast_ulps.get(dtype, 1.0) > NEAREST for a in known_arithmetics(arithmetic, backend_arithmetics))
 
 
 def before_output_rounding(arithmetic: Arithmetic) -> Arithmetic:
@@ -219,8 +219,11 @@ class Bias:
 
 
 def measure_bias(x: np.ndarray, y: np.ndarray, exact: np.ndarray, out: Format, profile: PrecisionProfile,
-                 backend: str) -> Bias:
+                 backend_arithmetics: Sequence[Arithmetic]) -> Bias:
     """Mean signed error of ``y`` (rows, float64 values of the output) against ``exact``, and its allowance.
+
+    ``backend_arithmetics``: every arithmetic known on the backend, any of which a kernel of
+    unknown construction may compute with (``specs.registry.known_arithmetics``).
 
     Only outputs that are normal in ``out`` and finite count; rows come as from
     :func:`oracles.bounds.softmax_bound` (float64, last axis = softmax axis).
@@ -228,7 +231,7 @@ def measure_bias(x: np.ndarray, y: np.ndarray, exact: np.ndarray, out: Format, p
     """
     x, y, exact = (np.asarray(a, dtype=np.float64) for a in (x, y, exact))
     if out == profile.arithmetic.compute:
-        return row_bias(x, y, exact, out, profile, backend)
+        return row_bias(x, y, exact, out, profile, backend_arithmetics)
     with np.errstate(invalid="ignore"):
         bound = softmax_bound(x, exact, out, profile)
         systematic = softmax_bound(x, exact, out, PrecisionProfile(before_output_rounding(profile.arithmetic),
@@ -238,14 +241,14 @@ def measure_bias(x: np.ndarray, y: np.ndarray, exact: np.ndarray, out: Format, p
     signed = ((y[used] - exact[used]) / ulp(exact[used], out))[first]
     bound, systematic = bound[used][first], systematic[used][first]
     n = signed.size
-    steps = rounds_toward_zero(profile.arithmetic, backend, out.dtype) * (1 + profile.arithmetic.exp_rounded_to_output)
+    steps = rounds_toward_zero(profile.arithmetic, backend_arithmetics, out.dtype) * (1 + profile.arithmetic.exp_rounded_to_output)
     statistical = math.sqrt(math.log(2 / FALSE_ALARM) * float(np.sum((2 * bound) ** 2)) / 2) / n if n else math.inf
     allowance = Allowance(float(systematic.mean()) if n else 0.0, float(steps), statistical, n)
     return Bias(float(signed.mean()) if n else 0.0, allowance)
 
 
 def row_bias(x: np.ndarray, y: np.ndarray, exact: np.ndarray, out: Format, profile: PrecisionProfile,
-             backend: str) -> Bias:
+             backend_arithmetics: Sequence[Arithmetic]) -> Bias:
     """The mean of the rows' mean signed errors, for outputs in the compute format, and its allowance."""
     _, first = np.unique(x, axis=0, return_index=True)  # identical rows are one unit
     x, y, exact = (a[np.sort(first)] for a in (x, y, exact))
@@ -261,7 +264,7 @@ def row_bias(x: np.ndarray, y: np.ndarray, exact: np.ndarray, out: Format, profi
         means = signed.sum(axis=-1)[judged] / counts[judged]
         small_terms = (small_terms_error(exact, terms, out)[:, 0] * position.sum(axis=-1))[judged] / counts[judged]
     rows = means.size
-    known = known_arithmetics(profile.arithmetic, backend)
+    known = known_arithmetics(profile.arithmetic, backend_arithmetics)
     peak = np.max(np.where(terms.regular, x, -np.inf), axis=-1, keepdims=True)
     gaps = np.where(used, np.abs(x - peak), 0.0).sum(axis=-1)[judged] / counts[judged]  # mean |d| per row
     exp_bias = max(a.exp_bias_ulps for a in known) + max(a.exp_bias_per_gap for a in known) * gaps

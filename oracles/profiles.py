@@ -35,13 +35,14 @@ Figures in ulps of fp32 (fractional: |computed - exact| / ulp(exact)):
   (``LogSoftMaxForwardEpilogue`` in aten/src/ATen/native/cuda/SoftMax.cu): an
   fp32 row [-106.08, 17.72, -132.19, -44.84, 15.43] erred by 0.59 ULP in the
   nightly H100 soak, beyond a bound without that rounding (0.56).
-* A user's kernel of unknown construction: the loosest of every arithmetic
-  here (:func:`loosest`), in each respect at once: the largest exp, division
-  and log errors, flushing, the loosest conversions, exp stored in the output
-  dtype before the division, the log terms in the output dtype, no recovery
-  of the gap's rounding, fp32 compute, and no claim of monotonicity;
-  tests/suite/test_profiles.py checks, element by element, that its bound is at
-  least every other profile's.
+* A user's kernel of unknown construction: the loosest of every known
+  arithmetic (:func:`loosest` of these and of those the kernels' records
+  declare: ``specs.registry.unknown_arithmetic``), in each respect at once:
+  the largest exp, division and log errors, flushing, the loosest
+  conversions, exp stored in the output dtype before the division, the log
+  terms in the output dtype, no recovery of the gap's rounding, fp32 compute,
+  and no claim of monotonicity; tests/suite/test_bounds.py checks, element by
+  element, that its bound is at least every other profile's.
 
 Biases (``exp_bias_ulps``, ``div_bias_ulps``: the largest |mean signed error|,
 in ulps of fp32 at the exact value; :mod:`oracles.bias` says what they bound):
@@ -65,22 +66,8 @@ in ulps of fp32 at the exact value; :mod:`oracles.bias` says what they bound):
   product d log2(e) to nearest, the |d| term of tl.exp's error bound, has no
   bias; the rounded constant log2(e) has, above.)
 
-The full-domain kernel (``kernels/full_softmax.py``) computes differently on
-purpose, and has its own arithmetic.  Under the interpreter, and for
-log_softmax on CUDA, it keeps the gap, the exps, the sum and the log in
-float64 and rounds once (compute format float64).  Its fp32-output softmax on
-CUDA stays in fp32 for speed but recovers the rounding error of x - max
-(TwoSum), so no gap rounding enters; it uses libdevice ``expf`` (2 ulp, CUDA
-programming guide; 1.8 measured with the correction on an H100), sums exactly
-in 64-bit fixed point (to n 2^-47, below any fp32 sum's error) and multiplies
-by the float64 reciprocal (0.51 ulp with the final rounding).  On Ascend, fp32
-outputs take tl.exp likewise corrected, and a log_softmax that adds the gap's
-error back (a second rounding).  Half outputs ("half", any device) take plain
-tl.exp of the rounded gap and a division (on CUDA a product by the correctly
-rounded reciprocal), whose errors vanish in the rounding to fp16 or bf16:
-their profiles are the device's plain Triton arithmetic.  triton-ascend's
-interpreter, whose math library refuses float64, runs the Ascend paths on
-numpy.  tests/suite/test_profiles.py measures these helpers on the device.
+A kernel that computes differently from its backend's plain Triton declares its own
+arithmetic in its record (``specs/``).
 """
 
 from __future__ import annotations
@@ -90,7 +77,7 @@ from dataclasses import replace
 import torch
 
 from .bounds import Arithmetic, PrecisionProfile, Reduction
-from .formats import FP32, FP64
+from .formats import FP32
 
 TO_NEAREST = {torch.float16: 0.5, torch.bfloat16: 0.5}
 
@@ -144,64 +131,6 @@ def triton_block_profile(backend: str, num_warps: int, arithmetic: Arithmetic | 
                             Reduction(TILE_SUM.get(backend, "sequential"), num_warps=num_warps))
 
 
-def torch_profile(backend: str, x: torch.Tensor, dim: int, log: bool = False) -> PrecisionProfile:
-    """torch.softmax on ``backend``, which takes another path for a dim that is not the last."""
-    arithmetic = TORCH_ARITHMETIC[backend]
-    if arithmetic is TORCH_CPU and dim % max(x.dim(), 1) != x.dim() - 1:
-        arithmetic = TORCH_CPU_OTHER_DIMS
-    return PrecisionProfile(arithmetic, ORDER_FREE)
-
-
-def unknown_profile(backend: str, x: torch.Tensor, dim: int, log: bool = False) -> PrecisionProfile:
-    return PrecisionProfile(UNKNOWN, ORDER_FREE)
-
-
-WIDE_DOWNCAST = {  # float64 -> fp32 (to nearest), then the store's conversion for half outputs
-    torch.float32: 0.5, torch.float16: 0.5 + 2.0**-12, torch.bfloat16: 0.5 + 2.0**-15}
-
-# triton-ascend's interpreter, whose math refuses float64: the fp32 path of Ascend, on numpy's
-# exp (2.52 ulp) plus the rounding of the gap correction's addition (0.5 ulp).
-ASCEND_INTERPRETER_FAST = replace(INTERPRETER, name="full_softmax under triton-ascend's interpreter (fp32, as on Ascend)",
-                                  exp_ulps=3.1, exact_gap=True, log_result_ulps=1.0)
-ASCEND_FAST = replace(TRITON_ASCEND, name="full_softmax on Ascend (unmeasured, conservative)", exact_gap=True,
-                      log_result_ulps=1.0)
-
-# Keyed by (backend, mode): "wide" keeps the gap, exps and sums in float64 and rounds once;
-# "precise" and "fast" compute in fp32 with the gap's rounding recovered; "half" (half outputs,
-# whose rounding hides the gap's) does not.  A profile is chosen by the input's dtype, so "half"
-# also judges half inputs with fp32 output ("precise" or "fast"): each covers those too.
-FULL_SOFTMAX_ARITHMETIC = {
-    ("cpu", "wide"): Arithmetic(
-        "full_softmax under the interpreter (float64 gap, exp, sum and log)", exp_ulps=1.0, exp_ulps_per_gap=0.0,
-        div_ulps=0.5, exp_bias_ulps=0.0, div_bias_ulps=0.0, flushes_subnormals=False, log_ulps=1.0, exact_gap=True,
-        compute=FP64,
-        downcast_ulps={**WIDE_DOWNCAST, torch.bfloat16: 1.0 + 2.0**-15},  # the interpreter truncates to bf16
-        subnormal_downcast_unreliable=frozenset({torch.bfloat16}),
-    ),
-    ("cpu", "fast"): ASCEND_INTERPRETER_FAST,
-    ("cpu", "half"): replace(ASCEND_INTERPRETER_FAST, name="full_softmax under triton-ascend's interpreter, half output",
-                             exact_gap=False),
-    # Its sums are exact to n 2^-47 and its reciprocal float64; modelled as fp32 sums (a looser,
-    # still valid bound).
-    # libdevice expf's bias is unmeasured (its worst case); the float64 reciprocal and product err by
-    # 2^-29 ulp before one rounding to nearest.
-    ("cuda", "precise"): replace(TRITON_NVIDIA, name="full_softmax on NVIDIA (libdevice expf, exact sums)",
-                                 exp_ulps=2.5, exp_ulps_per_gap=0.0, div_ulps=0.51, exact_gap=True,
-                                 exp_bias_ulps=2.5, div_bias_ulps=0.01, exp_bias_per_gap=0.0),
-    # A correctly rounded reciprocal and a product: 1.5 ulps, within div.full's 2.5, and unbiased.
-    ("cuda", "half"): replace(TRITON_NVIDIA, name="full_softmax on NVIDIA, half output (tl.exp, reciprocal)",
-                              div_bias_ulps=0.0),
-    ("cuda", "wide"): Arithmetic(
-        "full_softmax log_softmax on NVIDIA (float64)", exp_ulps=1.0, exp_ulps_per_gap=0.0, div_ulps=0.5,
-        exp_bias_ulps=0.0, div_bias_ulps=0.0, flushes_subnormals=False, log_ulps=1.0, exact_gap=True, compute=FP64,
-        downcast_ulps=WIDE_DOWNCAST,
-    ),
-    ("npu", "fast"): ASCEND_FAST,
-    ("npu", "half"): replace(ASCEND_FAST, name="full_softmax on Ascend, half output (unmeasured, conservative)",
-                            exact_gap=False),
-}
-
-
 def loosest(name: str, arithmetics) -> Arithmetic:
     """An arithmetic no more accurate than any of ``arithmetics`` in any respect, so that the bounds it
     gives are at least theirs: every error the largest, every unsafe step taken, fp32 compute."""
@@ -231,17 +160,7 @@ def loosest(name: str, arithmetics) -> Arithmetic:
     )
 
 
-# Every arithmetic known on each backend: plain Triton, torch, and full_softmax's.
-BACKEND_ARITHMETICS = {
-    backend: [*plain, *(a for (where, _), a in FULL_SOFTMAX_ARITHMETIC.items() if where == backend)]
-    for backend, plain in {"cpu": [INTERPRETER, TORCH_CPU, TORCH_CPU_OTHER_DIMS], "cuda": [TRITON_NVIDIA, TORCH_CUDA],
-                           "npu": [TRITON_ASCEND]}.items()
-}
-
-UNKNOWN = loosest("unknown kernel (loosest known)", [a for known in BACKEND_ARITHMETICS.values() for a in known])
-
+# The arithmetics of plain Triton and of torch on each backend.
+PLAIN_ARITHMETICS = {"cpu": [INTERPRETER, TORCH_CPU, TORCH_CPU_OTHER_DIMS], "cuda": [TRITON_NVIDIA, TORCH_CUDA],
+                     "npu": [TRITON_ASCEND]}
 TRITON_ARITHMETIC = {"cpu": INTERPRETER, "cuda": TRITON_NVIDIA, "npu": TRITON_ASCEND}
-# kernels/rowwise.py rounds bf16 outputs to nearest in integer arithmetic, subnormals included.
-ROWWISE_ARITHMETIC = {"cpu": replace(INTERPRETER, name="Triton interpreter (numpy), bf16 rounded to nearest by the kernel",
-                                     downcast_ulps=TO_NEAREST, subnormal_downcast_unreliable=frozenset())}
-TORCH_ARITHMETIC = {"cpu": TORCH_CPU, "cuda": TORCH_CUDA, "npu": UNKNOWN}

@@ -8,7 +8,7 @@ itself.  The suite must fail it for reusing its output, whatever else it measure
 
 import torch
 
-from kernels.registry import Capabilities
+from specs.registry import Capabilities
 
 _BUFFERS: dict = {}
 

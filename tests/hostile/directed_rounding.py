@@ -13,7 +13,7 @@ construction (``--kernel tests.hostile.directed_rounding:softmax``).
 
 import torch
 
-from kernels.registry import Capabilities
+from specs.registry import Capabilities
 
 CAPABILITIES = Capabilities(dtypes=frozenset({torch.float32}))
 

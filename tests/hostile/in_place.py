@@ -8,7 +8,7 @@
 
 import torch
 
-from kernels.registry import Capabilities
+from specs.registry import Capabilities
 
 FP32 = frozenset({torch.float32})
 

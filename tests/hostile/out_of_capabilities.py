@@ -5,7 +5,7 @@ Numbers returned outside the declared capabilities are judged like any others: z
 
 import torch
 
-from kernels.registry import Capabilities
+from specs.registry import Capabilities
 
 CAPABILITIES = Capabilities(dtypes=frozenset({torch.float32}), ranks=frozenset({2}))
 

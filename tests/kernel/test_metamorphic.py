@@ -5,7 +5,7 @@ determinism, equal inputs), otherwise within the derived bounds (permutation,
 dim equivalence, row sums).  Each property is its own test so that a caught bug
 names the property it broke.
 
-The bitwise invariances are promises (``kernels.registry.INVARIANCES``): each
+The bitwise invariances are promises (``specs.registry.INVARIANCES``): each
 test measures its invariance on every kernel, fails a kernel that promised it
 and broke it, and otherwise records whether it held; the end of the run shows
 the table kernel x invariance (``harness.reporting``) and the baseline remembers

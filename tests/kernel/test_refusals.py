@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from harness.judge import describe_input, expect_refusal, judge_softmax, unknown_construction
 from harness.soak import timeboxed
 from harness.strategies import Case, Values, cases
-from kernels.registry import Capabilities
+from specs.registry import Capabilities
 
 EVERYTHING = Capabilities()  # torch's contract: the widest space there is
 FOREIGN_DTYPES = (torch.int32, torch.int64, torch.bool, torch.complex64)

@@ -22,6 +22,7 @@ from harness.strategies import SIZE_CAPS, Case, Values, longest_row
 from oracles import correctly_rounded
 from oracles.bias import MIN_ROWS, measure_bias
 from oracles.formats import format_of
+from specs.registry import known_arithmetics
 
 BIAS_ELEMENTS = 4096  # per example: enough outputs for a statistical bound of a few hundredths of an ulp
 LENGTHS = (97, 256, 781, 1000)
@@ -74,7 +75,7 @@ def test_mean_signed_error_is_within_the_statistical_bound(kernel, backend, note
         oracle = correctly_rounded.softmax(x, case.dim)
         bias = measure_bias(as_rows(x, case.dim).double().numpy(), as_rows(y, case.dim).double().numpy(),
                             oracle.exact, format_of(x.dtype), kernel.precision(backend.name, x, case.dim),
-                            backend.name)
+                            known_arithmetics(backend.name))
         assert bias.ok, (f"{kernel.name}: mean signed error {bias.mean:+.4g} ulp of {x.dtype}, beyond the "
                          f"allowance of {bias.allowance}: its outputs are biased "
                          f"{'low' if bias.mean < 0 else 'high'}\nreplay: {case!r}.make({str(backend.device)!r}) "

@@ -12,7 +12,7 @@ import os
 
 import torch
 
-from kernels.registry import Capabilities
+from specs.registry import Capabilities
 
 CAPABILITIES = Capabilities(dtypes=frozenset({torch.float32}), ranks=frozenset({2}), last_dim_only=True)
 

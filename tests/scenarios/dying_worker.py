@@ -10,8 +10,8 @@ import torch
 
 from harness.judge import judge_softmax
 from harness.strategies import matrix
-from kernels import torch_softmax
 from harness.recording import make_record
+from specs import torch_softmax
 
 
 def record_one(backend, accuracy_record, seed: int) -> None:

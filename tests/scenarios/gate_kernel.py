@@ -12,7 +12,7 @@ import os
 
 import torch
 
-from kernels.registry import Capabilities
+from specs.registry import Capabilities
 
 
 def softmax(x: torch.Tensor, dim: int) -> torch.Tensor:

@@ -7,7 +7,8 @@ import torch
 from oracles.bias import MIN_ROWS, measure_bias, t_quantile
 from oracles.bounds import PrecisionProfile, Reduction
 from oracles.formats import format_of
-from oracles.profiles import TORCH_CPU, TORCH_CUDA, UNKNOWN
+from oracles.profiles import TORCH_CPU, TORCH_CUDA
+from specs.registry import known_arithmetics, unknown_arithmetic
 
 DIRECTED_ROUNDING = "tests.hostile.directed_rounding"
 
@@ -44,23 +45,24 @@ def synthetic(dtype, rounding: str = "nearest", rows: int = 8, relative_error=No
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 def test_truncated_outputs_fail_and_rounded_ones_pass_where_every_arithmetic_rounds_to_nearest(dtype):
     profile = PrecisionProfile(TORCH_CUDA, Reduction("sequential"))
-    for known in (profile, PrecisionProfile(UNKNOWN, Reduction("sequential"))):
+    for known in (profile, PrecisionProfile(unknown_arithmetic(), Reduction("sequential"))):
         x, nearest, exact, fmt = synthetic(dtype)
-        assert measure_bias(x, nearest, exact, fmt, known, "cuda").ok
+        assert measure_bias(x, nearest, exact, fmt, known, known_arithmetics("cuda")).ok
         x, truncated, exact, fmt = synthetic(dtype, "truncate")
-        bias = measure_bias(x, truncated, exact, fmt, known, "cuda")
+        bias = measure_bias(x, truncated, exact, fmt, known, known_arithmetics("cuda"))
         assert not bias.ok and bias.mean < -0.3, bias
 
 
 def test_truncation_to_bf16_passes_for_unknown_kernels_where_the_interpreter_truncates():
     """The interpreter's own fp32 -> bf16 conversion truncates: an unknown kernel may too, on the CPU."""
     x, truncated, exact, fmt = synthetic(torch.bfloat16, "truncate")
-    assert measure_bias(x, truncated, exact, fmt, PrecisionProfile(UNKNOWN, Reduction("sequential")), "cpu").ok
+    unknown, known = PrecisionProfile(unknown_arithmetic(), Reduction("sequential")), known_arithmetics("cpu")
+    assert measure_bias(x, truncated, exact, fmt, unknown, known).ok
     x, truncated, exact, fmt = synthetic(torch.float16, "truncate")
-    assert not measure_bias(x, truncated, exact, fmt, PrecisionProfile(UNKNOWN, Reduction("sequential")), "cpu").ok
+    assert not measure_bias(x, truncated, exact, fmt, unknown, known).ok
 
 
-@pytest.mark.parametrize("arithmetic", [TORCH_CPU, UNKNOWN], ids=lambda a: a.name)
+@pytest.mark.parametrize("arithmetic", [TORCH_CPU, unknown_arithmetic()], ids=lambda a: a.name)
 def test_fp32_rows_rounded_upward_fail_and_rows_with_zero_mean_relative_errors_pass(arithmetic):
     """fp32 outputs in the compute format are judged by row means: outputs rounded to nearest pass, and so do
     rows each off by its own relative error of several ulps (a sum's error: zero mean over rows); rounded
@@ -69,7 +71,8 @@ def test_fp32_rows_rounded_upward_fail_and_rows_with_zero_mean_relative_errors_p
     spread = torch.randn(rows, generator=torch.Generator().manual_seed(8), dtype=torch.float64) * 4 * 2.0**-24
     cases = {"nearest": ("nearest", None), "upward": ("upward", None), "row errors": ("nearest", spread),
              "biased row errors": ("nearest", spread + 8 * 2.0**-24)}
-    biases = {name: measure_bias(*synthetic(torch.float32, rounding, rows, relative_error), profile, "cpu")
+    biases = {name: measure_bias(*synthetic(torch.float32, rounding, rows, relative_error), profile,
+                                 known_arithmetics("cpu"))
               for name, (rounding, relative_error) in cases.items()}
     assert {name: bias.ok for name, bias in biases.items()} == {
         "nearest": True, "upward": False, "row errors": True, "biased row errors": False}, biases
@@ -79,7 +82,7 @@ def test_fp32_rows_rounded_upward_fail_and_rows_with_zero_mean_relative_errors_p
 
 def test_fp32_outputs_of_fewer_rows_than_the_minimum_are_not_judged():
     bias = measure_bias(*synthetic(torch.float32, "upward", MIN_ROWS - 1), PrecisionProfile(TORCH_CPU, Reduction(
-        "sequential")), "cpu")
+        "sequential")), known_arithmetics("cpu"))
     assert bias.ok and bias.mean > 0.3 and str(bias.allowance).startswith("not judged"), bias
 
 

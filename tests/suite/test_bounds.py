@@ -12,13 +12,13 @@ from harness.coverage import VALUE_VARIANTS
 from harness.judge import as_rows, judge_softmax, measure
 from harness.recording import make_record
 from harness.strategies import TESTED_DTYPES, Case, Layout, Values, cases, matrix
-from kernels import torch_softmax
-from kernels.registry import Capabilities, resolve
 from oracles import correctly_rounded, profiles
 from oracles.bounds import Arithmetic, PrecisionProfile, Reduction, log_softmax_bound, softmax_bound
 from oracles.formats import format_of, ulp
-from oracles.profiles import torch_profile, unknown_profile
 from report.summary import categorize
+from specs import full_softmax, torch_softmax
+from specs.registry import Capabilities, known_arithmetics, resolve, unknown_profile
+from specs.torch_softmax import torch_profile
 
 BACKEND = Backend("cpu", torch.device("cpu"), "the CPU")
 
@@ -127,13 +127,11 @@ def test_a_split_row_adds_the_tree_over_its_spans_and_one_rescale():
     assert pairwise.depth(1 << 18) == Reduction("numpy-pairwise-block", block=1024, chunks=2).depth(1 << 18) + 25
 
 
-def known_arithmetics() -> list[Arithmetic]:
-    """Every arithmetic oracles/profiles.py defines, at module level or in its tables."""
+def every_known_arithmetic() -> list[Arithmetic]:
+    """Every arithmetic known on any backend: plain Triton's and torch's, and those the records declare."""
     found = []
-    for value in vars(profiles).values():
-        for candidate in (value.values() if isinstance(value, dict) else [value]):
-            if isinstance(candidate, Arithmetic) and candidate is not profiles.UNKNOWN and candidate not in found:
-                found.append(candidate)
+    for backend in profiles.PLAIN_ARITHMETICS:
+        found += [candidate for candidate in known_arithmetics(backend) if candidate not in found]
     return found
 
 
@@ -169,7 +167,7 @@ def test_the_unknown_profile_dominates_every_known_profile(case):
         for log, bound in ((False, softmax_bound), (True, log_softmax_bound)):
             exact = correctly_rounded.softmax(x, case.dim, log=log, out_dtype=out_dtype).exact
             loosest = bound(rows, exact, out, unknown)
-            for arithmetic in known_arithmetics():
+            for arithmetic in every_known_arithmetic():
                 for reduction in reductions(rows.shape[-1]):
                     other = bound(rows, exact, out, PrecisionProfile(arithmetic, reduction))
                     below = ~(loosest >= other) & ~(np.isnan(loosest) & np.isnan(other))
@@ -200,7 +198,7 @@ def test_terms_that_float64_exp_flushes_to_zero_do_not_void_a_float64_profile(lo
     times an infinite relative error made the row's sum error NaN, and every bound of the row infinite
     (full_softmax's fp16 log_softmax on CUDA, a row of uniform * 1000, in the nightly H100 soak)."""
     x = torch.tensor([[0.0, -745.25, -745.3, -1.0, -3.5]])
-    profile = PrecisionProfile(profiles.FULL_SOFTMAX_ARITHMETIC["cuda", "wide"], Reduction("triton-block", 8))
+    profile = PrecisionProfile(full_softmax.ARITHMETIC["cuda", "wide"], Reduction("triton-block", 8))
     exact = correctly_rounded.softmax(x, -1, log=log).exact
     bound = (log_softmax_bound if log else softmax_bound)(x.double().numpy(), exact, format_of(x.dtype), profile)
     assert np.isfinite(bound[:, [0, 3, 4]]).all(), bound

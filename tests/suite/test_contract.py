@@ -8,7 +8,7 @@ import torch
 
 from harness.judge import expect_refusal
 from kernels.fused_softmax import softmax as fused_softmax
-from kernels.registry import Capabilities, resolve
+from specs.registry import Capabilities, resolve
 
 
 def test_a_user_kernel_refuses_as_torch_does_and_silence_is_caught():

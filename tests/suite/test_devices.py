@@ -19,6 +19,8 @@ from harness import backend as backend_module
 from harness import pinning
 from harness.backend import resolve_name
 from kernels import full_softmax, launch
+from kernels.full_softmax import buffer_plan, host, launch_cache
+from specs import full_softmax as full_softmax_record
 
 PINNED = "tests/scenarios/pinned_worker.py"
 
@@ -132,7 +134,7 @@ def test_the_header_names_the_fake_npu(run_pytest, tmp_path):
 
 @pytest.fixture
 def fresh_launch_caches():
-    caches = (launch.compute_units, launch.cache_bytes, full_softmax.plan)
+    caches = (launch.compute_units, launch.cache_bytes, host.plan)
     for cache in caches:
         cache.cache_clear()
     yield
@@ -173,11 +175,11 @@ NPU_SHAPES = [(1, 1), (1_000_000, 64), (200_000, 781), (70_000, 16384), (3, 1638
 def test_npu_launches_fit_the_grid_limit_and_the_unified_buffer(monkeypatch, fresh_launch_caches, shape,
                                                                  element_size):
     fake_ascend_driver(monkeypatch, {0: {"num_vectorcore": 48}})
-    monkeypatch.setattr(full_softmax, "interpreted", lambda: False)  # plan as for a compiled NPU kernel
-    plan = full_softmax.plan(shape, 1, FakeDevice("npu", 0), element_size)
-    assert 1 <= plan.programs <= full_softmax.NPU_GRID_LIMIT
+    monkeypatch.setattr(host, "interpreted", lambda: False)  # plan as for a compiled NPU kernel
+    plan = host.plan(shape, 1, FakeDevice("npu", 0), element_size)
+    assert 1 <= plan.programs <= buffer_plan.NPU_GRID_LIMIT
     # fp32 working copies of a tile: the values, their exponentials and the output.
-    assert 3 * plan.rows * plan.block * 4 <= full_softmax.NPU_UB_BYTES
+    assert 3 * plan.rows * plan.block * 4 <= buffer_plan.NPU_UB_BYTES
     assert plan.block * plan.splits * plan.chunks(shape[1]) >= shape[1]  # the tiles cover the row
     if plan.path == "single":
         assert plan.programs <= 4 * 48
@@ -188,17 +190,17 @@ CUDA_LENGTHS = [1, 300, 2048, 8192, 16384, 16385, 32768, 32769, 65536, 65537, 1 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
 def test_the_cuda_profile_bounds_masked_and_unmasked_plans(monkeypatch, fresh_launch_caches, dtype):
-    """The judge does not tell full_softmax.precision whether a call is masked, and on CUDA masked
+    """The judge does not tell full_softmax's precision model whether a call is masked, and on CUDA masked
     rows take their own plan: the profile's reduction must be at least as deep, with at least as
     many rescales, as either plan's own."""
-    monkeypatch.setattr(full_softmax, "interpreted", lambda: False)  # plan as for a compiled CUDA kernel
-    monkeypatch.setattr(full_softmax, "compute_units", lambda device: 132)
+    monkeypatch.setattr(host, "interpreted", lambda: False)  # plan as for a compiled CUDA kernel
+    monkeypatch.setattr(host, "compute_units", lambda device: 132)
     for n in CUDA_LENGTHS:
         x = types.SimpleNamespace(shape=(4, n), device=torch.device("cuda", 0), dtype=dtype,
                                   element_size=lambda: torch.finfo(dtype).bits // 8)
-        profile = full_softmax.precision("cuda", x, -1).reduction
+        profile = full_softmax_record.precision("cuda", x, -1).reduction
         for masked in (False, True):
-            tree = full_softmax.reduction(full_softmax.plan((4, n), 1, x.device, x.element_size(), masked), n,
+            tree = full_softmax_record.reduction(host.plan((4, n), 1, x.device, x.element_size(), masked), n,
                                           profile.kind)
             assert profile.depth(n) >= tree.depth(n) and profile.rescales(n) >= tree.rescales(n), (n, masked)
 
@@ -208,10 +210,10 @@ def test_the_cuda_profile_bounds_masked_and_unmasked_plans(monkeypatch, fresh_la
 def test_a_one_pass_cuda_row_is_a_tile_a_program_however_many_rows(monkeypatch, fresh_launch_caches, n, masked):
     """On CUDA each tile of one-pass rows gets its own program, past 32 an SM too: persistent
     programs looping over tiles ran slower on many rows (README, "Speed")."""
-    monkeypatch.setattr(full_softmax, "interpreted", lambda: False)
-    monkeypatch.setattr(full_softmax, "compute_units", lambda device: 132)
+    monkeypatch.setattr(host, "interpreted", lambda: False)
+    monkeypatch.setattr(host, "compute_units", lambda device: 132)
     for n_rows in (1, 4096, 65536, 1 << 22):
-        plan = full_softmax.plan((n_rows, n), 1, torch.device("cuda", 0), 4, masked)
+        plan = host.plan((n_rows, n), 1, torch.device("cuda", 0), 4, masked)
         assert plan.path == "single", (n_rows, n, masked)
         assert (plan.programs - 1) * plan.rows < n_rows <= plan.programs * plan.rows <= plan.rows * (2**31 - 1)
 
@@ -226,9 +228,9 @@ def test_a_split_row_is_cut_into_whole_tiles_and_each_span_holds_columns(monkeyp
     """Spans of whole tiles, every one holding columns, one task each: a span cut short of its
     tile, or a task with nothing to read, costs the bandwidth of a full one."""
     fake_ascend_driver(monkeypatch, {0: {"num_vectorcore": 48}})
-    monkeypatch.setattr(full_softmax, "interpreted", lambda: False)
-    monkeypatch.setattr(full_softmax, "compute_units", lambda device: 132)
-    plan = full_softmax.plan((8, n), 1, FakeDevice(device_type, 0), 4)
+    monkeypatch.setattr(host, "interpreted", lambda: False)
+    monkeypatch.setattr(host, "compute_units", lambda device: 132)
+    plan = host.plan((8, n), 1, FakeDevice(device_type, 0), 4)
     if plan.path != "split":
         pytest.skip(f"{n} is not split on {device_type}")
     span, spans = plan.span(n), plan.spans(n)
@@ -242,7 +244,7 @@ def test_a_remembered_launch_serves_only_calls_of_its_layout_and_operation(backe
     other strides, or log_softmax, must be planned afresh, not served that launch."""
     x = torch.randn(6, 40, generator=torch.Generator().manual_seed(0)).to(backend.device)
     first = full_softmax.softmax(x)
-    assert full_softmax.call_key(x, -1, False, None) in full_softmax.CONTIGUOUS_CALLS, "the call was not remembered"
+    assert launch_cache.call_key(x, -1, False, None) in launch_cache.CONTIGUOUS_CALLS, "the call was not remembered"
     assert torch.equal(full_softmax.softmax(x), first)
     columns = torch.randn(40, 6, generator=torch.Generator().manual_seed(1)).to(backend.device).t()  # (6, 40), column stride 6
     assert torch.equal(full_softmax.softmax(columns), full_softmax.softmax(columns.contiguous()))

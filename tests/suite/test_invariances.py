@@ -9,8 +9,9 @@ import torch
 from harness import payload
 from harness.invariance import INVARIANCE, Invariance, exact_shift
 from harness.strategies import Case, Values
-from kernels.registry import TORCH_CONTRACT, Capabilities, resolve
 from report import baseline, invariances
+from specs.registry import Capabilities, resolve
+from specs.torch_softmax import TORCH_CONTRACT
 
 BATCH_DEPENDENT = "tests.scenarios.batch_dependent:softmax"
 BATCH_GATE = ("tests/kernel/test_metamorphic.py", "-k", "batch_invariance and not 64", "--device", "cpu")  # profile ci

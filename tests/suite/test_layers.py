@@ -19,11 +19,10 @@ ANY = "any package of ours but tests"
 # Which of the project's packages each package may import, bottom layer first.
 ALLOWED = {
     "oracles": (),  # exact results, error measures and bounds: nothing of ours
-    # For now: the kernels' records (capabilities, precision) are moving to a layer of their own, after which
-    # the kernels import nothing of ours.
-    "kernels": ("oracles",),
+    "kernels": (),  # Triton kernels and their host code, each checking its own input limits: nothing of ours
+    "specs": ("kernels", "oracles"),  # one record per kernel: capabilities, arithmetic, precision, promises
     "report": ("oracles",),  # documents: records, baselines, merges, comparisons, the league
-    "harness": ("oracles", "kernels", "report"),  # the pytest plugins, strategies, judge and drivers
+    "harness": ("oracles", "kernels", "specs", "report"),  # the pytest plugins, strategies, judge and drivers
     "bench": ANY,
     "examples": ANY,
 }

@@ -1,6 +1,6 @@
 """The suite's teeth: every planted bug is caught, and correct kernels raise no false alarm.
 
-Each mutant of ``kernels.mutants`` (one known bug in an otherwise correct
+Each mutant of ``specs.mutants`` (one known bug in an otherwise correct
 kernel) and each correct kernel runs through the property tests in a sub-run
 of the suite under the ``mutation`` profile: the gate's examples, each test
 stopping at its first failing example.  The mutants share one sub-run, each
@@ -18,12 +18,12 @@ import xml.etree.ElementTree as ElementTree
 import pytest
 
 from harness import payload
-from kernels.mutants import BUG_CLASSES
+from specs.mutants import BUG_CLASSES
 
 CATCHING_TESTS = ("tests/kernel/test_accuracy.py", "tests/kernel/test_statistical_bias.py", "tests/kernel/test_metamorphic.py")
 # rowwise, the other mutants' parent, is a registered kernel: its own tests in the same run are these tests on the
 # same examples (the mutation profile draws the ci profile's).
-CORRECT_KERNELS = ("kernels.online:softmax", "torch.nn.functional:softmax")
+CORRECT_KERNELS = ("specs.online:softmax", "torch.nn.functional:softmax")
 
 
 def failing_tests(run_pytest, kernels: list[str], junit, *args: str) -> tuple[dict[str, list[str]], str]:
@@ -46,7 +46,7 @@ def mutants_caught(once, run_pytest) -> dict[str, list[str]]:
     """Every mutant judged in one sub-run, each stopped at its first failed test: the tests that failed, by mutant."""
 
     def run(folder):
-        kernels = [f"kernels.mutants:{mutant}" for mutant in sorted(BUG_CLASSES)]
+        kernels = [f"specs.mutants:{mutant}" for mutant in sorted(BUG_CLASSES)]
         return failing_tests(run_pytest, kernels, folder / "junit.xml", *CATCHING_TESTS, "--maxfail-per-kernel", "1")[0]
 
     return once("mutants", run)[0]
@@ -54,10 +54,10 @@ def mutants_caught(once, run_pytest) -> dict[str, list[str]]:
 
 @pytest.mark.parametrize("mutant", sorted(BUG_CLASSES))
 def test_mutant_is_caught(mutant, mutants_caught, request):
-    caught_by = mutants_caught[f"kernels.mutants:{mutant}"]
+    caught_by = mutants_caught[f"specs.mutants:{mutant}"]
     payload.add(request.node, "mutation", {"mutant": mutant, "bug": BUG_CLASSES[mutant], "caught_by": caught_by})
     assert caught_by, (f"mutant {mutant} ({BUG_CLASSES[mutant]}) survived the suite: a hole to close (replay: "
-                       f"python -m pytest {' '.join(CATCHING_TESTS)} --kernel kernels.mutants:{mutant} "
+                       f"python -m pytest {' '.join(CATCHING_TESTS)} --kernel specs.mutants:{mutant} "
                        "--hypothesis-profile mutation)")
 
 

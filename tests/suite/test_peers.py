@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from kernels import peers
-from kernels.registry import resolve
+from specs.registry import resolve
 
 
 def fake_module(monkeypatch, name: str, **attributes) -> types.ModuleType:

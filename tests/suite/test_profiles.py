@@ -13,11 +13,13 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels import full_softmax
+from kernels.full_softmax import arithmetic as call_arithmetic
+from kernels.full_softmax import triton_code
 from kernels.launch import float64_math
 from oracles.bias import sampling_margin
 from oracles.formats import FP32, format_of, ulp
-from oracles.profiles import FULL_SOFTMAX_ARITHMETIC, TRITON_ARITHMETIC
+from oracles.profiles import TRITON_ARITHMETIC
+from specs import full_softmax
 
 BLOCK = 1024
 
@@ -157,14 +159,14 @@ def test_downcast_within_profile(backend, arithmetic, dtype, note):
 def full_softmax_exp_probe(x_ptr, shift_ptr, y_ptr, n, BLOCK: tl.constexpr, ARITH: tl.constexpr):
     offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offsets < n
-    e = full_softmax._exp_gap(tl.load(x_ptr + offsets, mask=mask), tl.load(shift_ptr + offsets, mask=mask), ARITH)
+    e = triton_code._exp_gap(tl.load(x_ptr + offsets, mask=mask), tl.load(shift_ptr + offsets, mask=mask), ARITH)
     tl.store(y_ptr + offsets, e.to(tl.float32), mask=mask)
 
 
 def test_full_softmax_exp_within_its_profile(backend, note):
     """The full kernel's exp(x - max), gap error recovered: within its own profile's c0, no |d| term."""
-    arith = full_softmax.arithmetic(backend.device, log=False, out_dtype=torch.float32)
-    arithmetic = FULL_SOFTMAX_ARITHMETIC[backend.name, full_softmax.ARITHMETIC_NAMES[arith]]
+    arith = call_arithmetic.arithmetic(backend.device, log=False, out_dtype=torch.float32)
+    arithmetic = full_softmax.ARITHMETIC[backend.name, call_arithmetic.ARITHMETIC_NAMES[arith]]
     g = generator(4)
     shift = (torch.rand(1 << 15, generator=g) * 80 - 20).float()
     x = (shift - torch.rand(1 << 15, generator=g) * 90).float()  # gaps down to -90, rounded in fp32
@@ -186,7 +188,7 @@ def test_full_softmax_exp_within_its_profile(backend, note):
 def fixed_point_sums_probe(e_ptr, out_ptr, n, BLOCK: tl.constexpr):
     cols = tl.arange(0, BLOCK)
     e = tl.load(e_ptr + cols[None, :], mask=(cols < n)[None, :], other=0.0)
-    tl.store(out_ptr + tl.arange(0, 1), full_softmax._fixed_point_sums(e))
+    tl.store(out_ptr + tl.arange(0, 1), triton_code._fixed_point_sums(e))
 
 
 def test_full_softmax_fixed_point_sums_are_exact_whatever_the_order(backend):
@@ -212,7 +214,7 @@ def test_full_softmax_fixed_point_sums_are_exact_whatever_the_order(backend):
     for e in rows:
         exact = sum(Fraction(v) for v in e.double().tolist())
         got = fixed_sum(e)
-        allowed = Fraction(e.numel(), int(full_softmax.FIXED_POINT_ONE.value)) + exact * Fraction(1, 2**52)
+        allowed = Fraction(e.numel(), int(triton_code.FIXED_POINT_ONE.value)) + exact * Fraction(1, 2**52)
         assert abs(Fraction(got) - exact) <= allowed, (e.numel(), got, float(exact))
         assert fixed_sum(e[torch.randperm(e.numel(), generator=g)]) == got  # bit for bit
     with_nan = torch.ones(100)

@@ -3,13 +3,14 @@
 import pytest
 import torch
 
-import kernels
+import specs
 from harness.session import session_of
-from kernels.registry import USER_CONTRACT, Capabilities, resolve
+from kernels import torch_softmax
+from specs.registry import USER_CONTRACT, Capabilities, resolve
 
 
 def test_every_registered_kernel_and_torch_are_selected_by_default_but_the_peers(request):
-    names = [spec.name for spec in kernels.registered() if spec.by_default]
+    names = [spec.name for spec in specs.registered() if spec.by_default]
     assert "torch" in names and "fused_softmax" in names and "liger" not in names
     if not request.config.getoption("kernel"):
         assert [spec.name for spec in session_of(request.config).kernels] == names
@@ -17,7 +18,7 @@ def test_every_registered_kernel_and_torch_are_selected_by_default_but_the_peers
 
 def test_a_path_resolves_to_a_callable_held_to_torchs_contract():
     spec = resolve("kernels.torch_softmax:softmax")
-    assert spec.softmax is kernels.torch_softmax.softmax
+    assert spec.softmax is torch_softmax.softmax
     assert spec.capabilities == USER_CONTRACT
     assert USER_CONTRACT.refusal(torch.zeros(2, 3, 4).transpose(0, 2), 1) is None
 
@@ -27,7 +28,7 @@ def test_a_callable_may_declare_narrower_capabilities(monkeypatch):
         return torch.softmax(x, dim)
 
     only_fp32.capabilities = Capabilities(dtypes=frozenset({torch.float32}))
-    monkeypatch.setattr(kernels.torch_softmax, "only_fp32", only_fp32, raising=False)
+    monkeypatch.setattr(torch_softmax, "only_fp32", only_fp32, raising=False)
     spec = resolve("kernels.torch_softmax:only_fp32")
     assert isinstance(spec.capabilities.refusal(torch.zeros(2, dtype=torch.float16), -1), TypeError)
 

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from harness.catalog import CATALOG
 from harness.replay import RECIPES, parse_case
 from harness.strategies import Case, Layout, Mask, Specials, Values, cases
-from kernels.registry import Capabilities
+from specs.registry import Capabilities
 
 ROOT = Path(__file__).resolve().parents[1]
 PLANTED = "my_kernels:softmax_half_sum"  # examples/my_kernels.py: the row sum in the half input dtype

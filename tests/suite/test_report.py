@@ -327,8 +327,8 @@ def test_a_failure_and_its_record_name_the_same_worst_element():
     """A row with -inf (its 0 is special: exact whatever the rounding) and one output element pushed off: the
     explanation and the record both name that element, never the special one."""
     from harness.judge import judge_softmax
-    from kernels import torch_softmax
     from harness.recording import worst_element
+    from specs import torch_softmax
 
     x = torch.tensor([[0.5, -torch.inf, 1.0, 2.0], [1.0, 3.0, -torch.inf, 0.25]])
     y = torch.softmax(x, -1)

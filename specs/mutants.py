@@ -3,12 +3,16 @@
 Each mutant is a parent, ``kernels.rowwise`` (one block per row) or
 ``kernels.online`` (an online two-pass softmax, for the bugs of that
 algorithm), compiled with one ``MUTATION`` switch, and declares its parent's
-capabilities and precision profile, so only the bug differs.  They are not registered: ``--kernel kernels.mutants:NAME`` selects
-one, as a user would select their own kernel.  ``tests/suite/test_mutation.py`` runs
+record (capabilities and precision profile: ``specs.rowwise``, ``specs.online``),
+so only the bug differs.  They are not registered: ``--kernel specs.mutants:NAME``
+selects one, as a user would select their own kernel.  ``tests/suite/test_mutation.py`` runs
 the suite against every one of them and expects each to be caught.
 """
 
-from . import online, rowwise
+from kernels import online, rowwise
+
+from . import online as online_record
+from . import rowwise as rowwise_record
 
 BUG_CLASSES = {
     "ignore_column_stride": "column stride ignored",
@@ -38,14 +42,14 @@ BUG_CLASSES = {
 }
 
 
-def mutant(code, parent=rowwise):
-    """A kernel callable: ``parent`` with bug ``code`` planted, declaring the parent's capabilities."""
+def mutant(code, parent=rowwise, record=rowwise_record):
+    """A kernel callable: ``parent`` with bug ``code`` planted, declaring the parent's ``record``."""
 
     def softmax(x, dim=-1):
         return parent.launch(x, dim, code)
 
-    softmax.capabilities = parent.CAPABILITIES
-    softmax.precision = parent.precision
+    softmax.capabilities = record.CAPABILITIES
+    softmax.precision = record.precision
     return softmax
 
 
@@ -72,4 +76,4 @@ skip_last_of_long_rows = mutant(rowwise.SKIP_LAST_OF_LONG_ROWS)
 bf16_truncation = mutant(rowwise.BF16_TRUNCATION)
 fp16_reciprocal = mutant(rowwise.FP16_RECIPROCAL)
 row_index_wrap = mutant(rowwise.ROW_INDEX_WRAP)
-online_neg_inf_head = mutant(online.NEG_INF_HEAD_NAN, online)
+online_neg_inf_head = mutant(online.NEG_INF_HEAD_NAN, online, online_record)

@@ -1,4 +1,4 @@
-"""Kernels under test: a name, a callable, and the capabilities it declares.
+"""Kernels under test: a name, a callable, and the record of what it handles, computes and promises.
 
 The suite feeds each kernel only inputs inside its declared capabilities and
 checks that every input outside them raises a clear ``TypeError`` or
@@ -16,6 +16,9 @@ invariances (:data:`INVARIANCES`) are promises: the suite measures each of
 them on every kernel, but fails only a kernel that promised it.  A kernel
 promises them in ``Capabilities.promises`` (per device type, when they differ,
 in ``promises_by_device``); a bare callable may carry a ``promises`` attribute.
+
+This project's kernels are described here, one record a kernel (``specs/<kernel>.py``),
+above both the kernels (``kernels/``, Triton and host code only) and the oracles.
 """
 
 from __future__ import annotations
@@ -24,19 +27,21 @@ import importlib
 import os
 import sys
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
 import torch
 
-from oracles.bounds import PrecisionProfile
-from oracles.profiles import unknown_profile
+from kernels.limits import FLOATING, HALF_AND_SINGLE, InputLimits
+from oracles.bounds import Arithmetic, PrecisionProfile
+from oracles.profiles import ORDER_FREE, PLAIN_ARITHMETICS, loosest
+
+__all__ = ["ALL_INVARIANCES", "FLOATING", "HALF_AND_SINGLE", "INVARIANCES", "TORCH_CONTRACT", "USER_CONTRACT",
+           "Capabilities", "KernelSpec", "known_arithmetics", "register", "registered", "resolve",
+           "unknown_arithmetic", "unknown_profile"]
 
 Softmax = Callable[[torch.Tensor, int], torch.Tensor]
 MaskedSoftmax = Callable[[torch.Tensor, torch.Tensor, int], torch.Tensor]
-
-HALF_AND_SINGLE = frozenset({torch.float32, torch.float16, torch.bfloat16})
-FLOATING = HALF_AND_SINGLE | {torch.float64}
 
 INVARIANCES = {
     "batch": "a row's output does not depend on the rows launched with it",
@@ -59,143 +64,83 @@ def invariances(names) -> frozenset[str]:
 
 
 @dataclass(frozen=True)
-class Capabilities:
+class Capabilities(InputLimits):
     """What a kernel claims to handle; everything else must raise.
 
-    ``max_row_length`` maps a device type ("cpu", "cuda", "npu") to the longest
-    row the kernel handles there; a missing device type means no limit.
-    ``path_boundaries`` maps a device type to the row lengths where the kernel
-    switches code paths (one block to several, say): the strategies test
-    lengths on both sides of each.  ``max_offset`` is the largest element
-    offset its index arithmetic can address (2**31 - 1 for 32-bit offsets).
-    ``masked`` kernels also provide ``masked_softmax(x, mask, dim)``;
-    ``out_dtype`` kernels take ``out_dtype=torch.float32`` for half inputs.
-    ``empty_rows``: whether rows of length zero are handled (torch returns an
-    empty result).
-    ``promises`` names the bitwise invariances (:data:`INVARIANCES`) the kernel
-    promises on every device type, ``promises_by_device`` replaces them on the
-    device types it names: none is assumed.
-    ``in_place``: the kernel writes its result into ``x`` (and returns it); the
-    suite then hands it a copy of each input.  Any other kernel must leave its
-    inputs bit for bit unchanged (:mod:`harness.calls`).
+    The input limits (:class:`kernels.limits.InputLimits`: ``dtypes``, ``ranks``,
+    ``last_dim_only``, ``unit_column_stride``, ``max_row_length``, ``max_offset``,
+    ``empty_rows``, ``in_place``) say which inputs it takes, and ``refusal`` the
+    error any other input must raise.  A kernel not ``in_place`` must leave its
+    inputs bit for bit unchanged (:mod:`harness.calls`).  On top of those limits:
     """
 
-    dtypes: frozenset[torch.dtype] = FLOATING
-    ranks: frozenset[int] | None = None  # None: any rank >= 1
-    last_dim_only: bool = False
-    unit_column_stride: bool = False  # True: the softmax dim must have stride 1
-    max_row_length: Mapping[str, int] = field(default_factory=dict)
+    # Device type -> the row lengths where the kernel switches code paths (one block to several,
+    # say): the strategies test lengths on both sides of each.
     path_boundaries: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
-    max_offset: int | None = None
-    log_softmax: bool = False
-    masked: bool = False
-    out_dtype: bool = False
-    empty_rows: bool = True
+    log_softmax: bool = False  # it also provides log_softmax(x, dim)
+    masked: bool = False  # it also provides masked_softmax(x, mask, dim)
+    out_dtype: bool = False  # it takes out_dtype=torch.float32 for half inputs
+    # The bitwise invariances (INVARIANCES) promised on every device type; promises_by_device
+    # replaces them on the device types it names.  None is assumed.
     promises: frozenset[str] = frozenset()
     promises_by_device: Mapping[str, frozenset[str]] = field(default_factory=dict)
-    in_place: bool = False
 
     def __post_init__(self) -> None:
         invariances(self.promises)
         for promised in self.promises_by_device.values():
             invariances(promised)
 
+    @classmethod
+    def extending(cls, limits: InputLimits, **declared) -> Capabilities:
+        """A kernel's own input limits (which its host code checks), with what else it ``declared``."""
+        return cls(**{f.name: getattr(limits, f.name) for f in fields(InputLimits)}, **declared)
+
     def promised(self, device_type: str) -> frozenset[str]:
         """The invariances promised on ``device_type`` ("cpu", "cuda", "npu")."""
         return frozenset(self.promises_by_device.get(device_type, self.promises))
 
-    def row_limit(self, device_type: str) -> int | None:
-        return self.max_row_length.get(device_type)
-
-    def refusal(self, x: torch.Tensor, dim: int) -> TypeError | ValueError | None:
-        """The error that (x, dim) outside these capabilities must raise, or None."""
-        if not isinstance(x, torch.Tensor):
-            return TypeError(f"x must be a torch.Tensor; got {type(x).__name__}")
-        if not dense(x):
-            kind = "a nested tensor" if x.is_nested else f"a tensor of layout {x.layout}"
-            return TypeError(f"x must be a dense tensor (layout torch.strided); got {kind}")
-        if x.dtype not in self.dtypes:
-            allowed = ", ".join(sorted(str(d) for d in self.dtypes))
-            return TypeError(f"x.dtype must be one of {allowed}; got {x.dtype}")
-        if self.ranks is not None and x.dim() not in self.ranks:
-            allowed = " or ".join(str(r) for r in sorted(self.ranks))
-            return ValueError(f"x must have rank {allowed}; got rank {x.dim()} (shape {tuple(x.shape)})")
-        if not -x.dim() <= dim < max(x.dim(), 1):
-            return ValueError(f"dim must lie in [{-x.dim()}, {x.dim() - 1}] for shape {tuple(x.shape)}; got {dim}")
-        dim %= max(x.dim(), 1)
-        if self.last_dim_only and dim != x.dim() - 1:
-            return ValueError(f"dim must be the last dimension (-1 or {x.dim() - 1}); got {dim}")
-        if self.unit_column_stride and x.size(dim) > 1 and x.stride(dim) != 1:
-            return ValueError(
-                f"x.stride({dim}) must be 1 (each row contiguous); got {x.stride(dim)}: pass x.contiguous()"
-            )
-        if not self.empty_rows and x.dim() and x.size(dim) == 0:
-            return ValueError(f"x.size({dim}) = 0: this kernel handles no rows of length zero")
-        limit = self.row_limit(x.device.type)
-        if limit is not None and x.size(dim) > limit:
-            return ValueError(
-                f"x.size({dim}) = {x.size(dim)} exceeds the row limit of {limit} on {x.device.type} (one block per row)"
-            )
-        if self.in_place and any(stride == 0 and n > 1 for n, stride in zip(x.shape, x.stride())):
-            return ValueError(f"x has stride 0 along a dimension (an expanded view, strides {tuple(x.stride())}): "
-                              "a kernel working in place cannot write its result there")
-        if self.max_offset is not None and x.numel() and max_offset(x) > self.max_offset:
-            return ValueError(
-                f"x reaches element offset {max_offset(x)}; this kernel's offsets stop at {self.max_offset}"
-            )
-        return None
-
-    def check(self, x: torch.Tensor, dim: int) -> None:
-        """Raise the clear error for (x, dim) outside these capabilities."""
-        error = self.refusal(x, dim)
-        if error is not None:
-            raise error
-
-
-def dense(x: torch.Tensor) -> bool:
-    """Whether x has strides to read it by (not sparse, not nested)."""
-    return not x.is_nested and x.layout == torch.strided
-
-
-def max_offset(x: torch.Tensor) -> int:
-    """Offset of x's last element from its data pointer, in elements."""
-    return x.storage_offset() + sum((n - 1) * s for n, s in zip(x.shape, x.stride()))
-
-
-TORCH_CONTRACT = Capabilities(
-    log_softmax=True, masked=True, out_dtype=True,
-    # Measured, not documented: on the CPU every invariance held in every run; on CUDA an fp16 row
-    # of 13635 alone and inside a batch took different vectorised paths (misaligned rows) and 6
-    # elements differed, and nothing was measured on NPUs.
-    promises=frozenset(), promises_by_device={"cpu": ALL_INVARIANCES, "cuda": frozenset({"shift", "determinism"})},
-)
-"""The capabilities of torch.softmax itself: any float dtype, rank, dim and layout."""
 
 USER_CONTRACT = Capabilities()
 """What a bare ``module:function`` is held to: torch.softmax's contract, softmax only, no invariance promised."""
 
 
+_REGISTRY: dict[str, KernelSpec] = {}  # by name, in the order of registration
+
+
+def known_arithmetics(backend: str) -> list[Arithmetic]:
+    """Every arithmetic a kernel is known to compute with on ``backend``: the backend's plain ones
+    (Triton's, torch's) and those the registered kernels' records declare."""
+    return [*PLAIN_ARITHMETICS[backend], *(a for spec in _REGISTRY.values() for a in spec.arithmetics.get(backend, ()))]
+
+
+def unknown_arithmetic() -> Arithmetic:
+    """The loosest of every known arithmetic on every backend: a kernel of unknown construction
+    may compute like any of them."""
+    return loosest("unknown kernel (loosest known)",
+                   [a for backend in PLAIN_ARITHMETICS for a in known_arithmetics(backend)])
+
+
+def unknown_profile(backend: str, x: torch.Tensor, dim: int, log: bool = False) -> PrecisionProfile:
+    """The precision of a kernel that declares none: the loosest known arithmetic, summed in any order."""
+    return PrecisionProfile(unknown_arithmetic(), ORDER_FREE)
+
+
 @dataclass(frozen=True)
 class KernelSpec:
-    """A kernel under test.
+    """A kernel under test, and its record: what it computes, handles and promises."""
 
-    ``precision(backend, x, dim, log)`` gives the kernel's precision profile for
-    that call (softmax, or log_softmax when ``log``) on a backend ("cpu",
-    "cuda", "npu"), from which its error bounds are derived.  ``clear_refusals``:
-    an input outside the capabilities must raise the TypeError or ValueError
-    naming the argument (this project's kernels); otherwise, as torch does, any
-    exception refuses it, and an input torch.softmax accepts need not be refused.
-    ``skip_reason(backend)`` says why the kernel cannot run on a backend (its
-    library is not installed, say): its tests there are skipped with that reason.
-    """
-
-    name: str
-    softmax: Softmax
-    capabilities: Capabilities = USER_CONTRACT
-    log_softmax: Softmax | None = None
-    masked_softmax: MaskedSoftmax | None = None
+    name: str  # how --kernel selects it, and how test ids and reports name it
+    softmax: Softmax  # softmax(x, dim): the operation every kernel provides
+    capabilities: Capabilities = USER_CONTRACT  # the inputs it handles, its operations and promises
+    log_softmax: Softmax | None = None  # given exactly when capabilities.log_softmax
+    masked_softmax: MaskedSoftmax | None = None  # given exactly when capabilities.masked
+    # precision(backend, x, dim, log): the precision profile of that call (softmax, or log_softmax
+    # when log) on a backend ("cpu", "cuda", "npu"), from which its error bounds are derived.
     precision: Callable[..., PrecisionProfile] = unknown_profile
-    description: str = ""
+    description: str = ""  # one line for the session header and reports
+    # True: an input outside the capabilities must raise the TypeError or ValueError naming the
+    # argument (this project's kernels); False: as torch does, any exception refuses it, and an
+    # input torch.softmax accepts need not be refused.
     clear_refusals: bool = True
     skip_reason: Callable[[str], str | None] | None = None  # backend -> why it cannot run there, or None
     by_default: bool = True  # run when no --kernel is given
@@ -203,9 +148,9 @@ class KernelSpec:
     # path made absolute, after the PYTHONPATH a module outside the checkout needs ("" for none).
     replay_selector: str = ""
     pythonpath: str = ""
-
-
-_REGISTRY: dict[str, KernelSpec] = {}
+    # Backend -> the arithmetics its precision model may give there, beyond the backend's plain
+    # ones: a kernel of unknown construction is judged by the loosest of all known (unknown_arithmetic).
+    arithmetics: Mapping[str, tuple[Arithmetic, ...]] = field(default_factory=dict)
 
 
 def register(spec: KernelSpec) -> KernelSpec:
@@ -223,7 +168,7 @@ def registered() -> list[KernelSpec]:
     return list(_REGISTRY.values())
 
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[1]  # the checkout
 
 
 def imported(selector: str, module_name: str):

@@ -1,0 +1,37 @@
+"""A launch plan of full_softmax: which path a call takes, its tile, warps and programs."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How one call runs: which path, the tile, the warps, and how many programs share a row."""
+
+    path: str  # "single", "chunked" or "split"
+    block: int  # columns of a tile
+    rows: int  # rows of a tile
+    num_warps: int  # of the kernel that sums the rows (for a split row, its statistics kernel)
+    splits: int = 1  # a split row: the width of the tree over its spans' sums, a power of two
+    programs: int = 1  # the grid
+    write_warps: int | None = None  # a split row's write kernel, where not num_warps
+
+    def chunks(self, n: int) -> int:
+        """Tiles a program takes of a row of n (of its span, for a split row)."""
+        return max(1, math.ceil(n / (self.block * self.splits)))
+
+    def span(self, n: int) -> int:
+        """A split row's columns per program: whole tiles, so that no tile is cut at a span's end."""
+        return self.block * self.chunks(n)
+
+    def spans(self, n: int) -> int:
+        """A split row's spans that hold columns: splits at most, fewer where the row falls short
+        (a span of one whole tile rather than more spans of half-empty tiles: docs/speed.md)."""
+        return math.ceil(n / self.span(n))
+
+
+def split_plan(split: Plan, n: int, row_programs: int) -> Plan:
+    """A split plan's programs: a task for each span holding columns, of row_programs rows at once."""
+    return replace(split, programs=row_programs * split.spans(n))

@@ -1,0 +1,59 @@
+"""The records of the softmax kernels people already use (``kernels/peers.py``), measured on the suite's terms.
+
+Where a library is absent, or where it does not run Triton (Inductor emits C++
+on the CPU; FlagGems needs a GPU runtime), that kernel's tests are skipped with
+the reason.  None documents its arithmetic or promises an invariance, so each
+is judged as a kernel of unknown construction (the loosest known arithmetic)
+and promises none; each refuses as its library does (``clear_refusals=False``).
+None runs unless asked for (``--kernel liger``, ``--kernel all``).
+"""
+
+import importlib.util
+
+from kernels import peers
+
+from .registry import Capabilities, KernelSpec, register
+
+
+def missing(package: str, module: str):
+    """A skip reason for backends where ``module`` does not import: pip's package name to install."""
+
+    def reason(backend: str) -> str | None:
+        if importlib.util.find_spec(module) is None:
+            return f"needs {package}, which is not installed (pip install {package})"
+        return None
+
+    return reason
+
+
+def gpu_only(why: str, then=None):
+    """A skip reason on the CPU backend (``why``) and on NPUs (nothing measured there), else ``then``'s."""
+
+    def reason(backend: str) -> str | None:
+        if backend == "cpu":
+            return f"{why}; runs with --device cuda"
+        if backend != "cuda":
+            return f"not measured on {backend}; runs with --device cuda"
+        return then(backend) if then else None
+
+    return reason
+
+
+register(KernelSpec(
+    name="liger", softmax=peers.liger_softmax, capabilities=Capabilities.extending(peers.LIGER),
+    clear_refusals=False, skip_reason=missing("liger-kernel", "liger_kernel"), by_default=False,
+    description="Liger-Kernel's Triton softmax (LigerSoftmaxFunction), last dim",
+))
+register(KernelSpec(
+    name="flag_gems", softmax=peers.flag_gems_softmax, log_softmax=peers.flag_gems_log_softmax,
+    capabilities=Capabilities.extending(peers.FLAG_GEMS, log_softmax=True, out_dtype=True),
+    clear_refusals=False, skip_reason=gpu_only("FlagGems needs a GPU runtime", missing("flag-gems", "flag_gems")),
+    by_default=False,
+    description="FlagGems' softmax and log_softmax (flag_gems.ops), any dim",
+))
+register(KernelSpec(
+    name="inductor", softmax=peers.inductor_softmax, log_softmax=peers.inductor_log_softmax,
+    capabilities=Capabilities.extending(peers.INDUCTOR, log_softmax=True, out_dtype=True),
+    clear_refusals=False, skip_reason=gpu_only("Inductor emits C++, not Triton, on the CPU"), by_default=False,
+    description="torch.compile(torch.softmax / log_softmax, dynamic=True): Inductor's Triton kernel",
+))

@@ -1,0 +1,33 @@
+"""The record of rowwise (``kernels/rowwise.py``), the mutation catalog's parent."""
+
+from dataclasses import replace
+
+import torch
+
+from kernels import rowwise
+from oracles.bounds import PrecisionProfile
+from oracles.profiles import INTERPRETER, TO_NEAREST, triton_block_profile
+
+from .registry import ALL_INVARIANCES, Capabilities, KernelSpec, register
+
+# It rounds bf16 outputs to nearest in integer arithmetic, subnormals included; elsewhere it
+# computes as plain Triton does.
+ARITHMETIC = {"cpu": replace(INTERPRETER, name="Triton interpreter (numpy), bf16 rounded to nearest by the kernel",
+                             downcast_ulps=TO_NEAREST, subnormal_downcast_unreliable=frozenset())}
+
+CAPABILITIES = Capabilities.extending(rowwise.LIMITS, promises=ALL_INVARIANCES)
+
+
+def precision(backend: str, x: torch.Tensor, dim: int, log: bool = False) -> PrecisionProfile:
+    """One tl.sum per row over the padded block, Triton's default 4 warps; bf16 outputs rounded to nearest."""
+    return triton_block_profile(backend, num_warps=4, arithmetic=ARITHMETIC.get(backend))
+
+
+SPEC = register(KernelSpec(
+    name="rowwise",
+    softmax=rowwise.softmax,
+    capabilities=CAPABILITIES,
+    precision=precision,
+    arithmetics={backend: (arithmetic,) for backend, arithmetic in ARITHMETIC.items()},
+    description="row-wise softmax over strided 2-D input with 64-bit offsets; the mutation catalog's parent",
+))

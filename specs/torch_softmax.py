@@ -1,0 +1,36 @@
+"""The record of torch.softmax as a kernel under test (``kernels/torch_softmax.py``): the suite's false-alarm check."""
+
+import torch
+
+from kernels import torch_softmax
+from oracles.bounds import PrecisionProfile
+from oracles.profiles import ORDER_FREE, TORCH_CPU, TORCH_CPU_OTHER_DIMS, TORCH_CUDA
+
+from .registry import ALL_INVARIANCES, Capabilities, KernelSpec, register, unknown_arithmetic
+
+TORCH_CONTRACT = Capabilities.extending(
+    torch_softmax.LIMITS,
+    log_softmax=True, masked=True, out_dtype=True,
+    # Measured, not documented: on the CPU every invariance held in every run; on CUDA an fp16 row
+    # of 13635 alone and inside a batch took different vectorised paths (misaligned rows) and 6
+    # elements differed, and nothing was measured on NPUs.
+    promises=frozenset(), promises_by_device={"cpu": ALL_INVARIANCES, "cuda": frozenset({"shift", "determinism"})},
+)
+"""The capabilities of torch.softmax itself: any float dtype, rank, dim and layout."""
+
+ARITHMETIC = {"cpu": TORCH_CPU, "cuda": TORCH_CUDA}  # elsewhere unmeasured: the loosest known
+
+
+def torch_profile(backend: str, x: torch.Tensor, dim: int, log: bool = False) -> PrecisionProfile:
+    """torch.softmax on ``backend``, which takes another path for a dim that is not the last."""
+    arithmetic = ARITHMETIC.get(backend) or unknown_arithmetic()
+    if arithmetic is TORCH_CPU and dim % max(x.dim(), 1) != x.dim() - 1:
+        arithmetic = TORCH_CPU_OTHER_DIMS
+    return PrecisionProfile(arithmetic, ORDER_FREE)
+
+
+SPEC = register(KernelSpec(
+    name="torch", softmax=torch_softmax.softmax, capabilities=TORCH_CONTRACT,
+    log_softmax=torch_softmax.log_softmax, masked_softmax=torch_softmax.masked_softmax, precision=torch_profile,
+    description="torch.softmax on the same device (the reference implementation)",
+))
