@@ -6,7 +6,7 @@ import torch
 
 from harness.judge import judge_softmax
 from harness.strategies import TESTED_DTYPES
-from oracles.profiles import unknown_profile
+from specs.registry import unknown_profile
 
 TIGHTNESS = 4  # the bound may exceed the largest observed error by at most this factor
 
