@@ -24,6 +24,7 @@ import math
 from collections import Counter
 from dataclasses import dataclass, replace
 
+import numpy as np
 import pytest
 import torch
 
@@ -31,8 +32,8 @@ from kernels.registry import Capabilities
 from oracles.formats import format_of
 
 from . import payload
-from .strategies import (LAYOUT_KINDS, SIZE_CAPS, Case, Mask, SizeCaps, Specials, Values, interesting_lengths,
-                         layout_of_kind, longest_row, usable_dtypes)
+from .strategies import (FINITE, LAYOUT_KINDS, NO_SPECIALS, SIZE_CAPS, SPECIAL_CLASSES, Case, Mask, SizeCaps, Specials,
+                         Values, interesting_lengths, layout_of_kind, longest_row, usable_dtypes)
 
 BANDS = ((1, 1), (2, 16), (17, 256), (257, 1024), (1025, 4096), (4097, math.inf))
 # Each class with the variants the sweep cycles through (the first is the representative).
@@ -51,14 +52,8 @@ VALUE_VARIANTS = {
     "sentinel": (Values("sentinel", -1e4), Values("sentinel", -65504.0), Values("sentinel", -math.inf),
                  Values("sentinel", -1e30)),
 }
-SPECIAL_RECIPES = {
-    "finite": Specials(),
-    "-inf": Specials(neg_inf=0.3),
-    "-inf rows": Specials(neg_inf_rows=0.5),
-    "-inf head": Specials(neg_inf_head=0.5),
-    "+inf": Specials(pos_inf=0.3),
-    "nan": Specials(nan=0.3),
-}
+# Each special-value class with the recipe that places it alone.
+SPECIAL_RECIPES = {FINITE: NO_SPECIALS, **{c.name: Specials(**{c.field: c.share}) for c in SPECIAL_CLASSES}}
 COVERAGE = "coverage"  # the payload kind
 SWEEP_ELEMENTS = 2048  # a sweep case's size, past two rows: cells, not bulk, are what it is for
 AXES = {"values": tuple(VALUE_VARIANTS), "layouts": LAYOUT_KINDS, "specials": tuple(SPECIAL_RECIPES)}
@@ -80,17 +75,12 @@ def length_cells(n: int, boundaries) -> list[str]:
 
 def special_classes(x: torch.Tensor, dim: int, specials: Specials) -> set[str]:
     """The special-value classes the input really holds."""
-    rows = x.detach().to("cpu").movedim(dim, -1).reshape(-1, x.shape[dim]) if x.dim() else x.reshape(1, 1)
-    found = set()
-    if rows.numel():
-        neg = rows == -math.inf
-        found |= {name for name, present in (("-inf", neg.any()), ("-inf rows", neg.all(dim=1).any()),
-                                             ("-inf head", specials.neg_inf_head > 0 and neg[:, 0].all()),
-                                             ("+inf", (rows == math.inf).any()), ("nan", rows.isnan().any()))
-                  if present}
-        if rows.isfinite().all():
-            found.add("finite")
-    return found
+    x = x.detach().to("cpu", torch.float64)
+    rows = (x.movedim(dim, -1).reshape(-1, x.shape[dim]) if x.dim() else x.reshape(1, 1)).numpy()
+    if not rows.size:
+        return set()
+    found = {c.name for c in SPECIAL_CLASSES if c.found(rows, specials)}
+    return found | {FINITE} if np.isfinite(rows).all() else found
 
 
 def cells_of(case: Case, x: torch.Tensor, boundaries) -> set[tuple[str, str, str, str]]:
@@ -153,7 +143,7 @@ def space(capabilities: Capabilities, backend: str, dtypes, *, specials: bool = 
     unit = capabilities.unit_column_stride
     layouts = tuple(k for k in LAYOUT_KINDS if not (k == "expanded" and capabilities.in_place)  # nowhere to write
                     and any(layout_of_kind(k, r, d, unit_row_stride=unit) for r, d in ranks_and_dims(capabilities)))
-    classes = {"values": AXES["values"], "layouts": layouts, "specials": AXES["specials"] if specials else ("finite",)}
+    classes = {"values": AXES["values"], "layouts": layouts, "specials": AXES["specials"] if specials else (FINITE,)}
     return Space(lengths, classes)
 
 

@@ -29,12 +29,15 @@ The building blocks:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from collections.abc import Callable
+from dataclasses import dataclass, fields, replace
 
+import numpy as np
 import torch
 from hypothesis import strategies as st
 
 from kernels.registry import Capabilities
+from oracles import semantics
 
 TESTED_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 SCALES = (1e-3, 1e-2, 0.1, 1.0, 4.0, 30.0, 1e2, 1e3, 1e4)
@@ -289,11 +292,8 @@ class Specials:
 
     @property
     def classes(self) -> tuple[str, ...]:
-        """The special-value classes present ("finite" when none)."""
-        present = tuple(name for name, share in (("-inf", self.neg_inf), ("-inf rows", self.neg_inf_rows),
-                                                 ("-inf head", self.neg_inf_head), ("+inf", self.pos_inf),
-                                                 ("nan", self.nan)) if share)
-        return present or ("finite",)
+        """The special-value classes placed (:data:`SPECIAL_CLASSES`; "finite" when none)."""
+        return tuple(c.name for c in SPECIAL_CLASSES if getattr(self, c.field)) or (FINITE,)
 
     @property
     def kind(self) -> str:
@@ -314,6 +314,39 @@ class Specials:
 
 
 NO_SPECIALS = Specials()
+FINITE = "finite"  # the class of an input without special values
+
+
+@dataclass(frozen=True)
+class SpecialClass:
+    """A class of special values: the share of :class:`Specials` that places it, and how an input shows it."""
+
+    name: str
+    field: str  # the Specials share that places it
+    share: float  # the share the coverage sweep places
+    found: Callable[[np.ndarray, Specials], bool]  # (rows as float64, last axis; the recipe) -> the input holds it
+
+    def __post_init__(self) -> None:
+        if self.field not in {f.name for f in fields(Specials)}:
+            raise ValueError(f"SpecialClass {self.name!r}: field {self.field!r} is no share of Specials")
+
+    @classmethod
+    def of_rule(cls, name: str, field: str, share: float) -> SpecialClass:
+        """The class of the special case ``name`` of :data:`oracles.semantics.RULES`: found where a row is one."""
+        rule = semantics.BY_NAME[name]
+        return cls(rule.name, field, share, lambda rows, specials: bool(rule.holds(rows).any()))
+
+
+SPECIAL_CLASSES = (
+    SpecialClass.of_rule("-inf", "neg_inf", 0.3),
+    SpecialClass.of_rule("-inf rows", "neg_inf_rows", 0.5),
+    # An online softmax's first tiles all -inf: a placement, not a case of its own (its rows are "-inf" rows).
+    SpecialClass("-inf head", "neg_inf_head", 0.5,
+                 lambda rows, specials: specials.neg_inf_head > 0 and bool(np.isneginf(rows[:, 0]).all())),
+    SpecialClass.of_rule("+inf", "pos_inf", 0.3),
+    SpecialClass.of_rule("nan", "nan", 0.3),
+)
+"""The special-value classes, in the order a recipe's kind names them; each placed alone by the coverage sweep."""
 
 
 def special_values() -> st.SearchStrategy[Specials]:
