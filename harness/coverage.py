@@ -32,26 +32,12 @@ from kernels.registry import Capabilities
 from oracles.formats import format_of
 
 from . import payload
-from .strategies import (FINITE, LAYOUT_KINDS, NO_SPECIALS, SIZE_CAPS, SPECIAL_CLASSES, Case, Mask, SizeCaps, Specials,
-                         Values, interesting_lengths, layout_of_kind, longest_row, usable_dtypes)
+from .strategies import (FINITE, LAYOUT_KINDS, NO_SPECIALS, SIZE_CAPS, SPECIAL_CLASSES, VALUE_CLASSES, Case, Mask,
+                         SizeCaps, Specials, interesting_lengths, layout_of_kind, longest_row, usable_dtypes)
 
 BANDS = ((1, 1), (2, 16), (17, 256), (257, 1024), (1025, 4096), (4097, math.inf))
-# Each class with the variants the sweep cycles through (the first is the representative).
-VALUE_VARIANTS = {
-    "normal": (Values("normal", 4.0), Values("normal", 1e-3), Values("normal", 30.0)),
-    "uniform": (Values("uniform", 30.0), Values("uniform", 1.0)),
-    "equal": (Values("equal", 1.0), Values("equal", 1e3)),
-    "dominant": (Values("dominant", 50.0), Values("dominant", 200.0)),
-    "underflow": (Values("underflow", 1.0), Values("underflow", 2.0)),
-    "near-max": (Values("near-max", 0.5), Values("near-max", 1e-3)),
-    "subnormal": (Values("subnormal"),),
-    "zeros": (Values("zeros"),),
-    "far-below": (Values("far-below", 1e6), Values("far-below", math.inf), Values("far-below", 1e4),
-                  Values("far-below", 1e30), Values("far-below", 1e2)),
-    "far-above": (Values("far-above", 1e6), Values("far-above", math.inf), Values("far-above", 1e2)),
-    "sentinel": (Values("sentinel", -1e4), Values("sentinel", -65504.0), Values("sentinel", -math.inf),
-                 Values("sentinel", -1e30)),
-}
+# Each value class with the variants the sweep cycles through (the first is the representative).
+VALUE_VARIANTS = {name: value_class.variants() for name, value_class in VALUE_CLASSES.items()}
 # Each special-value class with the recipe that places it alone.
 SPECIAL_RECIPES = {FINITE: NO_SPECIALS, **{c.name: Specials(**{c.field: c.share}) for c in SPECIAL_CLASSES}}
 COVERAGE = "coverage"  # the payload kind

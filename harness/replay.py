@@ -88,15 +88,14 @@ def load_grammar() -> Grammar:
     from kernels.registry import FLOATING
 
     from . import strategies
-    from .coverage import VALUE_VARIANTS
 
     dtypes = {str(dtype).removeprefix("torch."): dtype for dtype in sorted(FLOATING, key=str)}
     recipes = {name: getattr(strategies, name) for name in RECIPES}
-    return Grammar(recipes, dtypes, _field_rules(recipes, dtypes, kinds=tuple(VALUE_VARIANTS)))
+    return Grammar(recipes, dtypes, _field_rules(recipes, dtypes, kinds=tuple(strategies.VALUE_CLASSES)))
 
 
 def _field_rules(recipes: dict[str, type], dtypes: dict[str, object], kinds: tuple[str, ...]):
-    """Each recipe field's check and what it demands (the constructors check nothing)."""
+    """Each recipe field's check and what it demands (Values checks its own kind and scale as well)."""
     ints, share = (_is_int_tuple, "a tuple of ints"), (_is_share, "a number in [0, 1]")
     dtype_names, kind_names = ", ".join(f"torch.{name}" for name in dtypes), ", ".join(map(repr, kinds))
     return {
@@ -197,6 +196,8 @@ def _build(call: ast.Call, text: str, grammar: Grammar):
         recipe = grammar.recipes[name](*args, **kwargs)
     except TypeError as error:  # a field missing, unknown or given twice
         raise ValueError(f"{NOT_A_CASE}: {error}") from None
+    except ValueError as error:  # a recipe that checks its own fields names the one it refused
+        raise ValueError(f"CASE: {error}") from None
     for field in fields(recipe):
         check, demand = grammar.rules[name][field.name]
         value = getattr(recipe, field.name)

@@ -40,9 +40,6 @@ from kernels.registry import Capabilities
 from oracles import semantics
 
 TESTED_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
-SCALES = (1e-3, 1e-2, 0.1, 1.0, 4.0, 30.0, 1e2, 1e3, 1e4)
-OFFSETS = (1e2, 1e4, 1e6, 1e30, math.inf)  # |offset| of shifted rows; inf: half the dtype's maximum
-SENTINELS = (-1e4, -65504.0, -1e30, -math.inf)  # -inf: the dtype's most negative finite value (finfo.min)
 PRIMES = (2, 3, 5, 7, 13, 31, 61, 127, 251, 509, 1021, 2039, 4093, 8191, 16381, 32749, 65521)
 
 
@@ -218,66 +215,172 @@ def layouts(draw, rank: int, dim: int, *, unit_row_stride: bool = False, expanda
 
 # ---------------------------------------------------------------------------- values
 
+F64 = torch.float64
+HALF_MAX = math.inf
+"""The offset of shifted rows that stands for half the dtype's maximum.  Every offset is capped there (the
+shifted values stay finite), so an infinite one always takes the cap, whatever the dtype.  It stays ``inf``
+because the scale is printed in a case's repr, its replay line."""
+MOST_NEGATIVE = -math.inf
+"""The sentinel that stands for the dtype's most negative finite value (``finfo.min``, what masking code fills
+with).  Every sentinel is floored there, so ``-inf`` always takes the floor; printed as ``-inf`` in the replay line."""
+SCALES = (1e-3, 1e-2, 0.1, 1.0, 4.0, 30.0, 1e2, 1e3, 1e4)
+OFFSETS = (1e2, 1e4, 1e6, 1e30, HALF_MAX)  # |offset| of shifted rows
+SENTINELS = (-1e4, -65504.0, -1e30, MOST_NEGATIVE)
+
+
+@dataclass(frozen=True)
+class ScaleDomain:
+    """The scales a value class accepts."""
+
+    description: str
+    accepts: Callable[[float], bool]
+
+
+POSITIVE = ScaleDomain("a positive finite number", lambda scale: 0 < scale < math.inf)
+OFFSET = ScaleDomain("a positive number (HALF_MAX, inf: half the dtype's maximum)", lambda scale: scale > 0)
+FILL = ScaleDomain("a negative number (MOST_NEGATIVE, -inf: the dtype's most negative finite value)",
+                   lambda scale: scale < 0)
+UNSCALED = ScaleDomain("1.0, the default: the class takes no scale", lambda scale: scale == 1.0)
+
+# (scale, shape, dtype, dim, generator) -> float64 values of the class, before rounding to the dtype
+Maker = Callable[[float, tuple[int, ...], torch.dtype, int, torch.Generator], torch.Tensor]
+
+
+@dataclass(frozen=True)
+class ValueClass:
+    """One class of logit values, the one place it is defined: the strategies draw it (:func:`value_classes`),
+    :class:`Values` makes its values, the coverage matrix counts it and its sweep draws it."""
+
+    name: str
+    make: Maker
+    domain: ScaleDomain  # the scales it accepts
+    scales: tuple[float, ...] = ()  # the scales Hypothesis draws; none for an unscaled class
+    sweep: tuple[float, ...] = ()  # the scales the coverage sweep cycles through, its representative first
+    branch: str | None = None  # drawn in one Hypothesis choice with that class (and its scales), not on its own
+
+    def __post_init__(self) -> None:
+        for scale in self.scales + self.sweep:
+            self.check(scale)
+
+    def check(self, scale: float) -> None:
+        """ValueError naming the class and the scale, unless the class accepts ``scale``."""
+        if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not self.domain.accepts(scale):
+            raise ValueError(f"Values.scale must be {self.domain.description} for value class {self.name!r}; "
+                             f"got {scale!r}")
+
+    def variants(self) -> tuple[Values, ...]:
+        """The cases of this class the coverage sweep cycles through (the first is the representative)."""
+        return tuple(Values(self.name, scale) for scale in self.sweep) or (Values(self.name),)
+
+
+def _normal(scale, shape, dtype, dim, g):
+    return torch.randn(shape, generator=g, dtype=F64) * scale
+
+
+def _uniform(scale, shape, dtype, dim, g):
+    return (torch.rand(shape, generator=g, dtype=F64) * 2 - 1) * scale
+
+
+def _equal(scale, shape, dtype, dim, g):  # each row constant: the softmax is exactly 1/n
+    return (torch.randn(shape, generator=g, dtype=F64) * scale).amax(dim=dim, keepdim=True).expand(shape)
+
+
+def _dominant(scale, shape, dtype, dim, g):  # one logit far above the rest of its row
+    x = torch.randn(shape, generator=g, dtype=F64)
+    top = torch.randint(0, shape[dim], (*shape[:dim], 1, *shape[dim + 1:]), generator=g)
+    return x.scatter(dim, top, scale)
+
+
+def _underflow(scale, shape, dtype, dim, g):  # gaps so wide that exp underflows to subnormals and zero
+    reach = {torch.float16: 24.0}.get(dtype, 110.0) * scale
+    return -torch.rand(shape, generator=g, dtype=F64) * reach
+
+
+def _near_max(scale, shape, dtype, dim, g):
+    signs = torch.randint(0, 2, shape, generator=g).to(F64) * 2 - 1
+    return signs * torch.finfo(dtype).max * (1 - torch.rand(shape, generator=g, dtype=F64) * scale)
+
+
+def _subnormal(scale, shape, dtype, dim, g):
+    return (torch.rand(shape, generator=g, dtype=F64) * 2 - 1) * torch.finfo(dtype).smallest_normal
+
+
+def _zeros(scale, shape, dtype, dim, g):  # +0 and -0 mixed
+    return torch.where(torch.rand(shape, generator=g) < 0.5, 0.0, -0.0).to(F64)
+
+
+def _shifted(sign: int) -> Maker:
+    """Ordinary gaps (where the format's spacing allows) far from 0: an offset capped at half the dtype's maximum."""
+
+    def make(scale, shape, dtype, dim, g):
+        offset = min(scale, torch.finfo(dtype).max / 2) * sign
+        return offset + torch.randn(shape, generator=g, dtype=F64) * 4
+
+    return make
+
+
+def _sentinel(scale, shape, dtype, dim, g):  # the finite fill values of masking code: some entries, some whole rows
+    fill = max(scale, torch.finfo(dtype).min)
+    x = torch.randn(shape, generator=g, dtype=F64)
+    rows = torch.rand((*shape[:dim], 1, *shape[dim + 1:]), generator=g) < 0.25
+    return torch.where((torch.rand(shape, generator=g) < 0.5) | rows, fill, x)
+
+
+VALUE_CLASSES = {c.name: c for c in (
+    ValueClass("normal", _normal, POSITIVE, SCALES, sweep=(4.0, 1e-3, 30.0)),
+    ValueClass("uniform", _uniform, POSITIVE, SCALES, sweep=(30.0, 1.0)),
+    ValueClass("equal", _equal, POSITIVE, (1.0, 1e3), sweep=(1.0, 1e3)),
+    ValueClass("dominant", _dominant, POSITIVE, (10.0, 50.0, 200.0), sweep=(50.0, 200.0)),
+    ValueClass("underflow", _underflow, POSITIVE, (0.5, 1.0, 2.0), sweep=(1.0, 2.0)),
+    ValueClass("near-max", _near_max, POSITIVE, (0.5, 1e-3), sweep=(0.5, 1e-3)),
+    ValueClass("subnormal", _subnormal, UNSCALED),
+    ValueClass("zeros", _zeros, UNSCALED),
+    ValueClass("far-below", _shifted(-1), OFFSET, OFFSETS, sweep=(1e6, HALF_MAX, 1e4, 1e30, 1e2)),
+    ValueClass("far-above", _shifted(1), OFFSET, OFFSETS, sweep=(1e6, HALF_MAX, 1e2), branch="far-below"),
+    ValueClass("sentinel", _sentinel, FILL, SENTINELS, sweep=(-1e4, -65504.0, MOST_NEGATIVE, -1e30)),
+)}
+"""Every value class, in the order the strategies draw them and the coverage matrix lists them."""
+
+
+def value_class(name: str) -> ValueClass:
+    """The value class ``name``; ValueError naming it and the known ones if there is none."""
+    if name not in VALUE_CLASSES:
+        raise ValueError(f"Values.kind must be one of {', '.join(map(repr, VALUE_CLASSES))}; got {name!r}")
+    return VALUE_CLASSES[name]
+
 
 @dataclass(frozen=True)
 class Values:
-    """A class of logit values, sampled from a seeded generator in float64 then rounded to the dtype."""
+    """A class of logit values (:data:`VALUE_CLASSES`), sampled from a seeded generator in float64 then rounded
+    to the dtype."""
 
     kind: str
     scale: float = 1.0
 
+    def __post_init__(self) -> None:
+        value_class(self.kind).check(self.scale)
+
     def sample(self, shape: tuple[int, ...], dtype: torch.dtype, dim: int, g: torch.Generator) -> torch.Tensor:
-        f64 = torch.float64
-        info = torch.finfo(dtype)
         if math.prod(shape) == 0:
             return torch.empty(shape, dtype=dtype)
-        if self.kind == "normal":
-            x = torch.randn(shape, generator=g, dtype=f64) * self.scale
-        elif self.kind == "uniform":
-            x = (torch.rand(shape, generator=g, dtype=f64) * 2 - 1) * self.scale
-        elif self.kind == "equal":  # each row constant: the softmax is exactly 1/n
-            x = (torch.randn(shape, generator=g, dtype=f64) * self.scale).amax(dim=dim, keepdim=True).expand(shape)
-        elif self.kind == "dominant":  # one logit far above the rest of its row
-            x = torch.randn(shape, generator=g, dtype=f64)
-            top = torch.randint(0, shape[dim], (*shape[:dim], 1, *shape[dim + 1:]), generator=g)
-            x = x.scatter(dim, top, self.scale)
-        elif self.kind == "underflow":  # gaps so wide that exp underflows to subnormals and zero
-            reach = {torch.float16: 24.0}.get(dtype, 110.0) * self.scale
-            x = -torch.rand(shape, generator=g, dtype=f64) * reach
-        elif self.kind == "near-max":
-            signs = torch.randint(0, 2, shape, generator=g).to(f64) * 2 - 1
-            x = signs * info.max * (1 - torch.rand(shape, generator=g, dtype=f64) * self.scale)
-        elif self.kind == "subnormal":
-            x = (torch.rand(shape, generator=g, dtype=f64) * 2 - 1) * info.smallest_normal
-        elif self.kind == "zeros":  # +0 and -0 mixed
-            x = torch.where(torch.rand(shape, generator=g) < 0.5, 0.0, -0.0).to(f64)
-        elif self.kind in ("far-below", "far-above"):  # ordinary gaps (where the format's spacing allows) far from 0
-            offset = min(self.scale, info.max / 2) * (-1 if self.kind == "far-below" else 1)
-            x = offset + torch.randn(shape, generator=g, dtype=f64) * 4
-        elif self.kind == "sentinel":  # the finite fill values of masking code: some entries, some whole rows
-            fill = max(self.scale, info.min)
-            x = torch.randn(shape, generator=g, dtype=f64)
-            rows = torch.rand((*shape[:dim], 1, *shape[dim + 1:]), generator=g) < 0.25
-            x = torch.where((torch.rand(shape, generator=g) < 0.5) | rows, fill, x)
-        else:
-            raise ValueError(f"unknown value class {self.kind!r}")
-        return x.to(dtype)
+        return VALUE_CLASSES[self.kind].make(self.scale, shape, dtype, dim, g).to(dtype)
 
 
 def value_classes() -> st.SearchStrategy[Values]:
-    """Value classes, with the scales that matter for each."""
-    return st.one_of(
-        st.builds(Values, kind=st.just("normal"), scale=st.sampled_from(SCALES)),
-        st.builds(Values, kind=st.just("uniform"), scale=st.sampled_from(SCALES)),
-        st.builds(Values, kind=st.just("equal"), scale=st.sampled_from([1.0, 1e3])),
-        st.builds(Values, kind=st.just("dominant"), scale=st.sampled_from([10.0, 50.0, 200.0])),
-        st.builds(Values, kind=st.just("underflow"), scale=st.sampled_from([0.5, 1.0, 2.0])),
-        st.builds(Values, kind=st.just("near-max"), scale=st.sampled_from([0.5, 1e-3])),
-        st.just(Values("subnormal")),
-        st.just(Values("zeros")),
-        st.builds(Values, kind=st.sampled_from(["far-below", "far-above"]), scale=st.sampled_from(OFFSETS)),
-        st.builds(Values, kind=st.just("sentinel"), scale=st.sampled_from(SENTINELS)),
-    )
+    """Value classes, with the scales that matter for each: one Hypothesis choice per class (or per branch)."""
+    branches: dict[str, list[ValueClass]] = {}
+    for c in VALUE_CLASSES.values():
+        branches.setdefault(c.branch or c.name, []).append(c)
+    return st.one_of(*(_drawn(group) for group in branches.values()))
+
+
+def _drawn(group: list[ValueClass]) -> st.SearchStrategy[Values]:
+    first = group[0]
+    if any(c.scales != first.scales for c in group):
+        raise ValueError(f"value classes {[c.name for c in group]} are drawn together but differ in scales")
+    if not first.scales:
+        return st.sampled_from([Values(c.name) for c in group])
+    return st.builds(Values, kind=st.sampled_from([c.name for c in group]), scale=st.sampled_from(first.scales))
 
 
 @dataclass(frozen=True)
