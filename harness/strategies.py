@@ -120,16 +120,12 @@ class Layout:
 
     @property
     def kind(self) -> str:
-        """One label per layout, the most unusual feature first (for reports)."""
-        if self.expanded:
-            return "expanded"
-        if list(self.order) != sorted(self.order):
-            return "transposed" if len(self.order) == 2 else "permuted"
-        if any(step > 1 for step in self.steps):
-            return "sliced"
-        if self.pad:
-            return "padded"
-        return "offset" if self.offset else "contiguous"
+        """One label per layout (:data:`LAYOUT_CLASSES`), named by its most unusual feature (for reports)."""
+        for feature in FEATURES.values():
+            if feature.present(getattr(self, feature.field)):
+                return next(c.name for c in LAYOUT_CLASSES.values()
+                            if c.feature == feature.field and c.ranks(len(self.order)))
+        return CONTIGUOUS
 
     def strides(self, shape: tuple[int, ...]) -> tuple[tuple[int, ...], int]:
         """Strides of the view before expansion, and the storage size it needs (in elements)."""
@@ -153,64 +149,134 @@ class Layout:
         return base.expand(shape)
 
 
+@dataclass(frozen=True)
+class LayoutFeature:
+    """One way a view departs from dense storage: the :class:`Layout` field that holds it, whether a layout has
+    it, how :func:`layouts` draws it, and the value the coverage matrix's representative layout takes."""
+
+    field: str
+    present: Callable[[object], bool]  # the field's value -> the layout has the feature
+    draw: Callable[..., object]  # (draw, rank, dim, unit_row_stride) -> a value of the field
+    example: Callable[[int, int, bool], object]  # (rank, dim, unit_row_stride) -> a value; None where the rank has none
+    mixed: bool = True  # drawn with the other mixed features in a "mixed" layout
+
+
+def _draw_order(draw, rank, dim, unit_row_stride):
+    order = list(range(rank))
+    if rank > 1:
+        order = draw(st.permutations(order))
+        if unit_row_stride:
+            order = [d for d in order if d != dim] + [dim]
+    return tuple(order)
+
+
+def _example_order(rank, dim, unit_row_stride):
+    movable = [d for d in range(rank) if d != dim] if unit_row_stride else list(range(rank))
+    return tuple(movable[::-1] + ([dim] if unit_row_stride else [])) if len(movable) >= 2 else None
+
+
+def _draw_steps(draw, rank, dim, unit_row_stride):
+    steps = [draw(st.sampled_from([1, 2, 3])) for _ in range(rank)]
+    if unit_row_stride:
+        steps[dim] = 1
+    return tuple(steps)
+
+
+def _example_steps(rank, dim, unit_row_stride):
+    others = [d for d in range(rank) if d != dim]
+    if unit_row_stride and not others:
+        return None
+    steps = [1] * rank
+    steps[others[0] if unit_row_stride else dim] = 2
+    return tuple(steps)
+
+
+def _draw_expanded(draw, rank, dim, unit_row_stride):
+    candidates = [d for d in range(rank) if not (unit_row_stride and d == dim)]
+    return (draw(st.sampled_from(candidates)),) if rank > 1 else ()
+
+
+def _example_expanded(rank, dim, unit_row_stride):
+    others = [d for d in range(rank) if d != dim]
+    return (others[0],) if others else None
+
+
+FEATURES = {f.field: f for f in (
+    LayoutFeature("expanded", bool, _draw_expanded, _example_expanded, mixed=False),
+    LayoutFeature("order", lambda order: list(order) != sorted(order), _draw_order, _example_order),
+    LayoutFeature("steps", lambda steps: any(step > 1 for step in steps), _draw_steps, _example_steps),
+    LayoutFeature("pad", bool, lambda draw, *_: draw(st.integers(1, 17)), lambda *_: 3),
+    LayoutFeature("offset", bool, lambda draw, *_: draw(st.integers(1, 33)), lambda *_: 5),
+)}
+"""The features a layout may have, the most unusual first: a layout's class is named by the first it has."""
+
+
+@dataclass(frozen=True)
+class LayoutClass:
+    """One class of layouts, the one place it is defined: the feature that makes it, read by :attr:`Layout.kind`,
+    :func:`layouts` (one choice per feature) and the coverage matrix (:func:`layout_of_kind`)."""
+
+    name: str
+    feature: str | None  # the field of its feature in FEATURES; None: the dense layout
+    ranks: Callable[[int], bool] = lambda rank: True  # the ranks whose layouts with the feature are of this class
+
+    def __post_init__(self) -> None:
+        if self.feature is not None and self.feature not in FEATURES:
+            raise ValueError(f"layout class {self.name!r}: feature must be one of {', '.join(FEATURES)}; "
+                             f"got {self.feature!r}")
+
+
 CONTIGUOUS = "contiguous"
-LAYOUT_KINDS = (CONTIGUOUS, "padded", "transposed", "permuted", "sliced", "offset", "expanded")
+MIXED = "mixed"  # a drawn layout with every mixed feature at once
+LAYOUT_CLASSES = {c.name: c for c in (
+    LayoutClass(CONTIGUOUS, None),
+    LayoutClass("padded", "pad"),
+    LayoutClass("transposed", "order", ranks=lambda rank: rank == 2),
+    LayoutClass("permuted", "order", ranks=lambda rank: rank != 2),
+    LayoutClass("sliced", "steps"),
+    LayoutClass("offset", "offset"),
+    LayoutClass("expanded", "expanded"),
+)}
+"""Every layout class, in the order the coverage matrix lists them (and :func:`layouts` draws their features)."""
+LAYOUT_KINDS = tuple(LAYOUT_CLASSES)
+
+
+def layout_class(kind: str) -> LayoutClass:
+    """The layout class ``kind``; ValueError naming it and the known ones if there is none."""
+    if kind not in LAYOUT_CLASSES:
+        raise ValueError(f"layout kind must be one of {', '.join(map(repr, LAYOUT_CLASSES))}; got {kind!r}")
+    return LAYOUT_CLASSES[kind]
 
 
 def layout_of_kind(kind: str, rank: int, dim: int, *, unit_row_stride: bool = False) -> Layout | None:
-    """One layout of ``kind`` (:data:`LAYOUT_KINDS`) for a rank-``rank`` tensor, or None where the rank
+    """One layout of ``kind`` (:data:`LAYOUT_CLASSES`) for a rank-``rank`` tensor, or None where the rank
     cannot have it (transposed is rank 2, permuted rank 3 or more; ``unit_row_stride`` keeps ``dim`` dense)."""
-    others = [d for d in range(rank) if d != dim]
-    order, steps = list(range(rank)), [1] * rank
-    pad = offset = 0
-    expanded: tuple[int, ...] = ()
-    if kind == "padded":
-        pad = 3
-    elif kind == "offset":
-        offset = 5
-    elif kind == "sliced":
-        if unit_row_stride and not others:
+    feature = layout_class(kind).feature
+    layout = Layout(tuple(range(rank)), (1,) * rank)
+    if feature is not None:
+        value = FEATURES[feature].example(rank, dim, unit_row_stride)
+        if value is None:
             return None
-        steps[others[0] if unit_row_stride else dim] = 2
-    elif kind in ("transposed", "permuted"):
-        movable = others if unit_row_stride else order
-        if len(movable) < 2 or (kind == "transposed") != (rank == 2):
-            return None
-        order = movable[::-1] + ([dim] if unit_row_stride else [])
-    elif kind == "expanded":
-        if not others:
-            return None
-        expanded = (others[0],)
-    layout = Layout(tuple(order), tuple(steps), pad, offset, expanded)
+        layout = replace(layout, **{feature: value})
     return layout if layout.kind == kind else None
 
 
 @st.composite
 def layouts(draw, rank: int, dim: int, *, unit_row_stride: bool = False, expandable: bool = True) -> Layout:
-    """Layouts of a rank-``rank`` tensor; ``unit_row_stride`` keeps the softmax dim innermost and dense;
-    ``expandable``: stride-0 dims may be drawn (not for a kernel that writes its result into its input)."""
-    order = list(range(rank))
-    kinds = [CONTIGUOUS, "padded", "transposed", "sliced", "offset", "expanded", "mixed"]
-    kind = draw(st.sampled_from(kinds if expandable else [k for k in kinds if k != "expanded"]))
-    steps = [1] * rank
-    pad = offset = 0
-    expanded: list[int] = []
-    if kind in ("transposed", "mixed") and rank > 1:
-        order = draw(st.permutations(range(rank)))
-        if unit_row_stride:
-            order = [d for d in order if d != dim] + [dim]
-    if kind in ("sliced", "mixed"):
-        steps = [draw(st.sampled_from([1, 2, 3])) for _ in range(rank)]
-        if unit_row_stride:
-            steps[dim] = 1
-    if kind in ("padded", "mixed"):
-        pad = draw(st.integers(1, 17))
-    if kind in ("offset", "mixed"):
-        offset = draw(st.integers(1, 33))
-    if kind == "expanded" and rank > 1:
-        candidates = [d for d in range(rank) if not (unit_row_stride and d == dim)]
-        expanded = [draw(st.sampled_from(candidates))]
-    return Layout(tuple(order), tuple(steps), pad, offset, tuple(expanded))
+    """Layouts of a rank-``rank`` tensor: dense, one feature, or every mixed feature at once; ``unit_row_stride``
+    keeps the softmax dim innermost and dense; ``expandable``: stride-0 dims may be drawn (not for a kernel that
+    writes its result into its input)."""
+    by_feature = {}
+    for c in LAYOUT_CLASSES.values():
+        by_feature.setdefault(c.feature, c.name)  # a feature's first class names its choice
+    kinds = [kind for feature, kind in by_feature.items() if expandable or feature != "expanded"] + [MIXED]
+    kind = draw(st.sampled_from(kinds))
+    chosen = {feature for feature, name in by_feature.items() if name == kind}
+    if kind == MIXED:
+        chosen = {field for field, feature in FEATURES.items() if feature.mixed}
+    drawn = {f.name: FEATURES[f.name].draw(draw, rank, dim, unit_row_stride)
+             for f in fields(Layout) if f.name in chosen}  # in the order of Layout's fields
+    return replace(Layout(tuple(range(rank)), (1,) * rank), **drawn)
 
 
 # ---------------------------------------------------------------------------- values
