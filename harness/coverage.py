@@ -32,17 +32,14 @@ from kernels.registry import Capabilities
 from oracles.formats import format_of
 
 from . import payload
-from .strategies import (FINITE, LAYOUT_KINDS, NO_SPECIALS, SIZE_CAPS, SPECIAL_CLASSES, VALUE_CLASSES, Case, Mask,
+from .strategies import (FINITE, LAYOUT_CLASSES, NO_SPECIALS, SIZE_CAPS, SPECIAL_CLASSES, VALUE_CLASSES, Case, Mask,
                          SizeCaps, Specials, interesting_lengths, layout_of_kind, longest_row, usable_dtypes)
 
 BANDS = ((1, 1), (2, 16), (17, 256), (257, 1024), (1025, 4096), (4097, math.inf))
-# Each value class with the variants the sweep cycles through (the first is the representative).
-VALUE_VARIANTS = {name: value_class.variants() for name, value_class in VALUE_CLASSES.items()}
 # Each special-value class with the recipe that places it alone.
 SPECIAL_RECIPES = {FINITE: NO_SPECIALS, **{c.name: Specials(**{c.field: c.share}) for c in SPECIAL_CLASSES}}
 COVERAGE = "coverage"  # the payload kind
 SWEEP_ELEMENTS = 2048  # a sweep case's size, past two rows: cells, not bulk, are what it is for
-AXES = {"values": tuple(VALUE_VARIANTS), "layouts": LAYOUT_KINDS, "specials": tuple(SPECIAL_RECIPES)}
 
 
 def band_label(lo: int, hi: float) -> str:
@@ -127,9 +124,10 @@ def space(capabilities: Capabilities, backend: str, dtypes, *, specials: bool = 
         cells = [band_label(lo, hi) for lo, hi in BANDS if lo <= top] + [c for c, m in beside(boundaries) if m <= top]
         lengths[str(format_of(dtype))] = tuple(cells)
     unit = capabilities.unit_column_stride
-    layouts = tuple(k for k in LAYOUT_KINDS if not (k == "expanded" and capabilities.in_place)  # nowhere to write
+    layouts = tuple(k for k in LAYOUT_CLASSES if not (k == "expanded" and capabilities.in_place)  # nowhere to write
                     and any(layout_of_kind(k, r, d, unit_row_stride=unit) for r, d in ranks_and_dims(capabilities)))
-    classes = {"values": AXES["values"], "layouts": layouts, "specials": AXES["specials"] if specials else (FINITE,)}
+    classes = {"values": tuple(VALUE_CLASSES), "layouts": layouts,
+               "specials": tuple(SPECIAL_RECIPES) if specials else (FINITE,)}
     return Space(lengths, classes)
 
 
@@ -196,7 +194,7 @@ def sweep(capabilities: Capabilities, backend: str, dtypes, *, masked: bool = Fa
                 n = length(k)
                 options = layout_options[layouts[k % len(layouts)]]
                 rank, dim, layout = options[(i + j + k) % len(options)]
-                variants = VALUE_VARIANTS[values[k % len(values)]]
+                variants = VALUE_CLASSES[values[k % len(values)]].variants()
                 special = special_names[k % len(special_names)]
                 case = Case(_shape(rank, dim, n, min(caps.elements(dtype), SWEEP_ELEMENTS) // n), dim, dtype,
                             variants[(i + j) % len(variants)], layout, SPECIAL_RECIPES[special],

@@ -7,9 +7,8 @@ from hypothesis import example, given
 
 from harness.backend import Backend
 from harness.catalog import CATALOG
-from harness.coverage import VALUE_VARIANTS
 from harness.judge import as_rows, judge_softmax, measure
-from harness.strategies import TESTED_DTYPES, Case, Layout, Values, cases, matrix
+from harness.strategies import TESTED_DTYPES, VALUE_CLASSES, Case, Layout, Values, cases, matrix
 from kernels import torch_softmax
 from kernels.registry import Capabilities, resolve
 from oracles import correctly_rounded, profiles
@@ -180,8 +179,8 @@ def reductions(n: int) -> list[Reduction]:
 
 
 # One input per dtype and value class.
-VALUE_SWEEP = [matrix(4, 97, dtype, variants[0], seed=100 + i) for i, (dtype, variants) in enumerate(
-    (d, v) for d in (torch.float32, torch.float16, torch.bfloat16, torch.float64) for v in VALUE_VARIANTS.values())]
+VALUE_SWEEP = [matrix(4, 97, dtype, value_class.variants()[0], seed=100 + i) for i, (dtype, value_class) in enumerate(
+    (d, c) for d in (torch.float32, torch.float16, torch.bfloat16, torch.float64) for c in VALUE_CLASSES.values())]
 
 
 def catalog_and_sweep(test):
