@@ -24,6 +24,11 @@ The building blocks:
   +inf, NaN;
 * :func:`masks`: keep-masks with partially and fully masked rows;
 * :func:`cases`: all of the above within one kernel's declared capabilities.
+
+Each value class, layout and class of special values is defined once
+(:data:`VALUE_CLASSES`, :data:`FEATURES` and :data:`LAYOUT_CLASSES`,
+:data:`SPECIAL_CLASSES`), and the strategies and the coverage matrix read those
+definitions: adding one touches one place (docs/extending.md).
 """
 
 from __future__ import annotations
@@ -238,7 +243,6 @@ LAYOUT_CLASSES = {c.name: c for c in (
     LayoutClass("expanded", "expanded"),
 )}
 """Every layout class, in the order the coverage matrix lists them (and :func:`layouts` draws their features)."""
-LAYOUT_KINDS = tuple(LAYOUT_CLASSES)
 
 
 def layout_class(kind: str) -> LayoutClass:
