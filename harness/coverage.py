@@ -24,6 +24,7 @@ import math
 from collections import Counter
 from dataclasses import dataclass, replace
 
+import numpy as np
 import pytest
 import torch
 
@@ -31,37 +32,14 @@ from oracles.formats import format_of
 from specs.registry import Capabilities
 
 from . import payload
-from .strategies import (LAYOUT_KINDS, SIZE_CAPS, Case, Mask, SizeCaps, Specials, Values, interesting_lengths,
-                         layout_of_kind, longest_row, usable_dtypes)
+from .strategies import (FINITE, LAYOUT_CLASSES, NO_SPECIALS, SIZE_CAPS, SPECIAL_CLASSES, VALUE_CLASSES, Case, Mask,
+                         SizeCaps, Specials, interesting_lengths, layout_of_kind, longest_row, usable_dtypes)
 
 BANDS = ((1, 1), (2, 16), (17, 256), (257, 1024), (1025, 4096), (4097, math.inf))
-# Each class with the variants the sweep cycles through (the first is the representative).
-VALUE_VARIANTS = {
-    "normal": (Values("normal", 4.0), Values("normal", 1e-3), Values("normal", 30.0)),
-    "uniform": (Values("uniform", 30.0), Values("uniform", 1.0)),
-    "equal": (Values("equal", 1.0), Values("equal", 1e3)),
-    "dominant": (Values("dominant", 50.0), Values("dominant", 200.0)),
-    "underflow": (Values("underflow", 1.0), Values("underflow", 2.0)),
-    "near-max": (Values("near-max", 0.5), Values("near-max", 1e-3)),
-    "subnormal": (Values("subnormal"),),
-    "zeros": (Values("zeros"),),
-    "far-below": (Values("far-below", 1e6), Values("far-below", math.inf), Values("far-below", 1e4),
-                  Values("far-below", 1e30), Values("far-below", 1e2)),
-    "far-above": (Values("far-above", 1e6), Values("far-above", math.inf), Values("far-above", 1e2)),
-    "sentinel": (Values("sentinel", -1e4), Values("sentinel", -65504.0), Values("sentinel", -math.inf),
-                 Values("sentinel", -1e30)),
-}
-SPECIAL_RECIPES = {
-    "finite": Specials(),
-    "-inf": Specials(neg_inf=0.3),
-    "-inf rows": Specials(neg_inf_rows=0.5),
-    "-inf head": Specials(neg_inf_head=0.5),
-    "+inf": Specials(pos_inf=0.3),
-    "nan": Specials(nan=0.3),
-}
+# Each special-value class with the recipe that places it alone.
+SPECIAL_RECIPES = {FINITE: NO_SPECIALS, **{c.name: Specials(**{c.field: c.share}) for c in SPECIAL_CLASSES}}
 COVERAGE = "coverage"  # the payload kind
 SWEEP_ELEMENTS = 2048  # a sweep case's size, past two rows: cells, not bulk, are what it is for
-AXES = {"values": tuple(VALUE_VARIANTS), "layouts": LAYOUT_KINDS, "specials": tuple(SPECIAL_RECIPES)}
 
 
 def band_label(lo: int, hi: float) -> str:
@@ -80,17 +58,12 @@ def length_cells(n: int, boundaries) -> list[str]:
 
 def special_classes(x: torch.Tensor, dim: int, specials: Specials) -> set[str]:
     """The special-value classes the input really holds."""
-    rows = x.detach().to("cpu").movedim(dim, -1).reshape(-1, x.shape[dim]) if x.dim() else x.reshape(1, 1)
-    found = set()
-    if rows.numel():
-        neg = rows == -math.inf
-        found |= {name for name, present in (("-inf", neg.any()), ("-inf rows", neg.all(dim=1).any()),
-                                             ("-inf head", specials.neg_inf_head > 0 and neg[:, 0].all()),
-                                             ("+inf", (rows == math.inf).any()), ("nan", rows.isnan().any()))
-                  if present}
-        if rows.isfinite().all():
-            found.add("finite")
-    return found
+    x = x.detach().to("cpu", torch.float64)
+    rows = (x.movedim(dim, -1).reshape(-1, x.shape[dim]) if x.dim() else x.reshape(1, 1)).numpy()
+    if not rows.size:
+        return set()
+    found = {c.name for c in SPECIAL_CLASSES if c.found(rows, specials)}
+    return found | {FINITE} if np.isfinite(rows).all() else found
 
 
 def cells_of(case: Case, x: torch.Tensor, boundaries) -> set[tuple[str, str, str, str]]:
@@ -151,9 +124,10 @@ def space(capabilities: Capabilities, backend: str, dtypes, *, specials: bool = 
         cells = [band_label(lo, hi) for lo, hi in BANDS if lo <= top] + [c for c, m in beside(boundaries) if m <= top]
         lengths[str(format_of(dtype))] = tuple(cells)
     unit = capabilities.unit_column_stride
-    layouts = tuple(k for k in LAYOUT_KINDS if not (k == "expanded" and capabilities.in_place)  # nowhere to write
+    layouts = tuple(k for k in LAYOUT_CLASSES if not (k == "expanded" and capabilities.in_place)  # nowhere to write
                     and any(layout_of_kind(k, r, d, unit_row_stride=unit) for r, d in ranks_and_dims(capabilities)))
-    classes = {"values": AXES["values"], "layouts": layouts, "specials": AXES["specials"] if specials else ("finite",)}
+    classes = {"values": tuple(VALUE_CLASSES), "layouts": layouts,
+               "specials": tuple(SPECIAL_RECIPES) if specials else (FINITE,)}
     return Space(lengths, classes)
 
 
@@ -220,7 +194,7 @@ def sweep(capabilities: Capabilities, backend: str, dtypes, *, masked: bool = Fa
                 n = length(k)
                 options = layout_options[layouts[k % len(layouts)]]
                 rank, dim, layout = options[(i + j + k) % len(options)]
-                variants = VALUE_VARIANTS[values[k % len(values)]]
+                variants = VALUE_CLASSES[values[k % len(values)]].variants()
                 special = special_names[k % len(special_names)]
                 case = Case(_shape(rank, dim, n, min(caps.elements(dtype), SWEEP_ELEMENTS) // n), dim, dtype,
                             variants[(i + j) % len(variants)], layout, SPECIAL_RECIPES[special],

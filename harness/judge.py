@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 import torch
 
-from oracles import correctly_rounded
+from oracles import correctly_rounded, semantics
 from oracles.bounds import PrecisionProfile, log_softmax_bound, softmax_bound
 from oracles.correctly_rounded import OracleResult
 from oracles.formats import Format, format_of
@@ -123,6 +123,7 @@ class Judgement:
     peer: Errors
     fmt: Format
     inputs: torch.Tensor  # rows, CPU
+    logits: torch.Tensor  # the rows as the oracle saw them (masked entries -inf), CPU
     rounded: np.ndarray  # correctly rounded results
     exact: np.ndarray  # exact results (float64)
     escalated: int
@@ -162,7 +163,7 @@ class Judgement:
         specials = int((bad & k.special).sum())
         got, expected = float(k.outputs[row, col]), float(self.rounded[row, col])
         if k.special[row, col]:
-            worst = f"got {got!r}, expected exactly {expected!r}: {self.why_exact(row, col)}"
+            worst = f"got {got!r}, expected exactly {expected!r}: {self.why_exact(row)}"
         else:
             worst = (f"got {got!r}, correctly rounded {expected!r}, {k.fractional[row, col]:.4g} ULP from exact, "
                      f"bound {k.bound[row, col]:.4g} ULP")
@@ -177,16 +178,9 @@ class Judgement:
             f"input: {self.replay}",
         ])
 
-    def why_exact(self, row: int, col: int) -> str:
-        """Why the oracle's result for this element is exact: the special value behind it."""
-        logits = self.inputs[row].double()
-        if math.isnan(self.rounded[row, col]):
-            if logits.isnan().any():
-                return "the row holds a NaN"
-            return "the row holds +inf (inf - inf is undefined)"
-        if logits[col] == -math.inf:
-            return "its logit is -inf (or masked)"
-        return "the row's other entries are -inf (or masked), or it holds +inf"
+    def why_exact(self, row: int) -> str:
+        """Why the oracle's result for an element of this row is exact: the special case the row is."""
+        return semantics.rule_of(self.logits[row].double().numpy()).why
 
 
 def non_finite(summary: dict) -> str:
@@ -271,12 +265,13 @@ def judge_softmax(kernel: KernelSpec, backend: str, x: torch.Tensor, dim: int, y
         raise BeyondBound(f"{kernel.name}: output {tuple(y.shape)} {y.dtype}, expected {tuple(x.shape)} "
                           f"{expected_dtype}; replay: {replay}", command)
     oracle = correctly_rounded.softmax(x, dim, log=log, mask=mask, out_dtype=out_dtype)
-    logits = x if mask is None else x.masked_fill(~mask, -torch.inf)  # what the bound sees
+    logits = x if mask is None else x.masked_fill(~mask, -torch.inf)  # what the bound and the special cases see
     peer = torch_softmax.SPEC
     peer_y = run_kernel(peer, x, dim, mask, log=log, out_dtype=out_dtype)
+    inputs = as_rows(x, dim)
     return Judgement(
         kernel=measure(kernel.name, logits, dim, y, oracle, kernel.precision(backend, x, dim, log), log=log),
         peer=measure(peer.name, logits, dim, peer_y, oracle, peer.precision(backend, x, dim, log), log=log),
-        fmt=format_of(expected_dtype), inputs=as_rows(x, dim), rounded=oracle.rounded, exact=oracle.exact,
-        escalated=oracle.escalated, replay=replay, command=command,
+        fmt=format_of(expected_dtype), inputs=inputs, logits=inputs if mask is None else as_rows(logits, dim),
+        rounded=oracle.rounded, exact=oracle.exact, escalated=oracle.escalated, replay=replay, command=command,
     )

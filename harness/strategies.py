@@ -24,22 +24,27 @@ The building blocks:
   +inf, NaN;
 * :func:`masks`: keep-masks with partially and fully masked rows;
 * :func:`cases`: all of the above within one kernel's declared capabilities.
+
+Each value class, layout and class of special values is defined once
+(:data:`VALUE_CLASSES`, :data:`FEATURES` and :data:`LAYOUT_CLASSES`,
+:data:`SPECIAL_CLASSES`), and the strategies and the coverage matrix read those
+definitions: adding one touches one place (docs/extending.md).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from collections.abc import Callable
+from dataclasses import dataclass, fields, replace
 
+import numpy as np
 import torch
 from hypothesis import strategies as st
 
+from oracles import semantics
 from specs.registry import Capabilities
 
 TESTED_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
-SCALES = (1e-3, 1e-2, 0.1, 1.0, 4.0, 30.0, 1e2, 1e3, 1e4)
-OFFSETS = (1e2, 1e4, 1e6, 1e30, math.inf)  # |offset| of shifted rows; inf: half the dtype's maximum
-SENTINELS = (-1e4, -65504.0, -1e30, -math.inf)  # -inf: the dtype's most negative finite value (finfo.min)
 PRIMES = (2, 3, 5, 7, 13, 31, 61, 127, 251, 509, 1021, 2039, 4093, 8191, 16381, 32749, 65521)
 
 
@@ -120,16 +125,12 @@ class Layout:
 
     @property
     def kind(self) -> str:
-        """One label per layout, the most unusual feature first (for reports)."""
-        if self.expanded:
-            return "expanded"
-        if list(self.order) != sorted(self.order):
-            return "transposed" if len(self.order) == 2 else "permuted"
-        if any(step > 1 for step in self.steps):
-            return "sliced"
-        if self.pad:
-            return "padded"
-        return "offset" if self.offset else "contiguous"
+        """One label per layout (:data:`LAYOUT_CLASSES`), named by its most unusual feature (for reports)."""
+        for feature in FEATURES.values():
+            if feature.present(getattr(self, feature.field)):
+                return next(c.name for c in LAYOUT_CLASSES.values()
+                            if c.feature == feature.field and c.ranks(len(self.order)))
+        return CONTIGUOUS
 
     def strides(self, shape: tuple[int, ...]) -> tuple[tuple[int, ...], int]:
         """Strides of the view before expansion, and the storage size it needs (in elements)."""
@@ -153,128 +154,303 @@ class Layout:
         return base.expand(shape)
 
 
+@dataclass(frozen=True)
+class LayoutFeature:
+    """One way a view departs from dense storage: the :class:`Layout` field that holds it, whether a layout has
+    it, how :func:`layouts` draws it, and the value the coverage matrix's representative layout takes."""
+
+    field: str
+    present: Callable[[object], bool]  # the field's value -> the layout has the feature
+    draw: Callable[..., object]  # (draw, rank, dim, unit_row_stride) -> a value of the field
+    example: Callable[[int, int, bool], object]  # (rank, dim, unit_row_stride) -> a value; None where the rank has none
+    mixed: bool = True  # drawn with the other mixed features in a "mixed" layout
+
+
+def _draw_order(draw, rank, dim, unit_row_stride):
+    order = list(range(rank))
+    if rank > 1:
+        order = draw(st.permutations(order))
+        if unit_row_stride:
+            order = [d for d in order if d != dim] + [dim]
+    return tuple(order)
+
+
+def _example_order(rank, dim, unit_row_stride):
+    movable = [d for d in range(rank) if d != dim] if unit_row_stride else list(range(rank))
+    return tuple(movable[::-1] + ([dim] if unit_row_stride else [])) if len(movable) >= 2 else None
+
+
+def _draw_steps(draw, rank, dim, unit_row_stride):
+    steps = [draw(st.sampled_from([1, 2, 3])) for _ in range(rank)]
+    if unit_row_stride:
+        steps[dim] = 1
+    return tuple(steps)
+
+
+def _example_steps(rank, dim, unit_row_stride):
+    others = [d for d in range(rank) if d != dim]
+    if unit_row_stride and not others:
+        return None
+    steps = [1] * rank
+    steps[others[0] if unit_row_stride else dim] = 2
+    return tuple(steps)
+
+
+def _draw_expanded(draw, rank, dim, unit_row_stride):
+    candidates = [d for d in range(rank) if not (unit_row_stride and d == dim)]
+    return (draw(st.sampled_from(candidates)),) if rank > 1 else ()
+
+
+def _example_expanded(rank, dim, unit_row_stride):
+    others = [d for d in range(rank) if d != dim]
+    return (others[0],) if others else None
+
+
+FEATURES = {f.field: f for f in (
+    LayoutFeature("expanded", bool, _draw_expanded, _example_expanded, mixed=False),
+    LayoutFeature("order", lambda order: list(order) != sorted(order), _draw_order, _example_order),
+    LayoutFeature("steps", lambda steps: any(step > 1 for step in steps), _draw_steps, _example_steps),
+    LayoutFeature("pad", bool, lambda draw, *_: draw(st.integers(1, 17)), lambda *_: 3),
+    LayoutFeature("offset", bool, lambda draw, *_: draw(st.integers(1, 33)), lambda *_: 5),
+)}
+"""The features a layout may have, the most unusual first: a layout's class is named by the first it has."""
+
+
+@dataclass(frozen=True)
+class LayoutClass:
+    """One class of layouts, the one place it is defined: the feature that makes it, read by :attr:`Layout.kind`,
+    :func:`layouts` (one choice per feature) and the coverage matrix (:func:`layout_of_kind`)."""
+
+    name: str
+    feature: str | None  # the field of its feature in FEATURES; None: the dense layout
+    ranks: Callable[[int], bool] = lambda rank: True  # the ranks whose layouts with the feature are of this class
+
+    def __post_init__(self) -> None:
+        if self.feature is not None and self.feature not in FEATURES:
+            raise ValueError(f"layout class {self.name!r}: feature must be one of {', '.join(FEATURES)}; "
+                             f"got {self.feature!r}")
+
+
 CONTIGUOUS = "contiguous"
-LAYOUT_KINDS = (CONTIGUOUS, "padded", "transposed", "permuted", "sliced", "offset", "expanded")
+MIXED = "mixed"  # a drawn layout with every mixed feature at once
+LAYOUT_CLASSES = {c.name: c for c in (
+    LayoutClass(CONTIGUOUS, None),
+    LayoutClass("padded", "pad"),
+    LayoutClass("transposed", "order", ranks=lambda rank: rank == 2),
+    LayoutClass("permuted", "order", ranks=lambda rank: rank != 2),
+    LayoutClass("sliced", "steps"),
+    LayoutClass("offset", "offset"),
+    LayoutClass("expanded", "expanded"),
+)}
+"""Every layout class, in the order the coverage matrix lists them (and :func:`layouts` draws their features)."""
+
+
+def layout_class(kind: str) -> LayoutClass:
+    """The layout class ``kind``; ValueError naming it and the known ones if there is none."""
+    if kind not in LAYOUT_CLASSES:
+        raise ValueError(f"layout kind must be one of {', '.join(map(repr, LAYOUT_CLASSES))}; got {kind!r}")
+    return LAYOUT_CLASSES[kind]
 
 
 def layout_of_kind(kind: str, rank: int, dim: int, *, unit_row_stride: bool = False) -> Layout | None:
-    """One layout of ``kind`` (:data:`LAYOUT_KINDS`) for a rank-``rank`` tensor, or None where the rank
+    """One layout of ``kind`` (:data:`LAYOUT_CLASSES`) for a rank-``rank`` tensor, or None where the rank
     cannot have it (transposed is rank 2, permuted rank 3 or more; ``unit_row_stride`` keeps ``dim`` dense)."""
-    others = [d for d in range(rank) if d != dim]
-    order, steps = list(range(rank)), [1] * rank
-    pad = offset = 0
-    expanded: tuple[int, ...] = ()
-    if kind == "padded":
-        pad = 3
-    elif kind == "offset":
-        offset = 5
-    elif kind == "sliced":
-        if unit_row_stride and not others:
+    feature = layout_class(kind).feature
+    layout = Layout(tuple(range(rank)), (1,) * rank)
+    if feature is not None:
+        value = FEATURES[feature].example(rank, dim, unit_row_stride)
+        if value is None:
             return None
-        steps[others[0] if unit_row_stride else dim] = 2
-    elif kind in ("transposed", "permuted"):
-        movable = others if unit_row_stride else order
-        if len(movable) < 2 or (kind == "transposed") != (rank == 2):
-            return None
-        order = movable[::-1] + ([dim] if unit_row_stride else [])
-    elif kind == "expanded":
-        if not others:
-            return None
-        expanded = (others[0],)
-    layout = Layout(tuple(order), tuple(steps), pad, offset, expanded)
+        layout = replace(layout, **{feature: value})
     return layout if layout.kind == kind else None
 
 
 @st.composite
 def layouts(draw, rank: int, dim: int, *, unit_row_stride: bool = False, expandable: bool = True) -> Layout:
-    """Layouts of a rank-``rank`` tensor; ``unit_row_stride`` keeps the softmax dim innermost and dense;
-    ``expandable``: stride-0 dims may be drawn (not for a kernel that writes its result into its input)."""
-    order = list(range(rank))
-    kinds = [CONTIGUOUS, "padded", "transposed", "sliced", "offset", "expanded", "mixed"]
-    kind = draw(st.sampled_from(kinds if expandable else [k for k in kinds if k != "expanded"]))
-    steps = [1] * rank
-    pad = offset = 0
-    expanded: list[int] = []
-    if kind in ("transposed", "mixed") and rank > 1:
-        order = draw(st.permutations(range(rank)))
-        if unit_row_stride:
-            order = [d for d in order if d != dim] + [dim]
-    if kind in ("sliced", "mixed"):
-        steps = [draw(st.sampled_from([1, 2, 3])) for _ in range(rank)]
-        if unit_row_stride:
-            steps[dim] = 1
-    if kind in ("padded", "mixed"):
-        pad = draw(st.integers(1, 17))
-    if kind in ("offset", "mixed"):
-        offset = draw(st.integers(1, 33))
-    if kind == "expanded" and rank > 1:
-        candidates = [d for d in range(rank) if not (unit_row_stride and d == dim)]
-        expanded = [draw(st.sampled_from(candidates))]
-    return Layout(tuple(order), tuple(steps), pad, offset, tuple(expanded))
+    """Layouts of a rank-``rank`` tensor: dense, one feature, or every mixed feature at once; ``unit_row_stride``
+    keeps the softmax dim innermost and dense; ``expandable``: stride-0 dims may be drawn (not for a kernel that
+    writes its result into its input)."""
+    by_feature = {}
+    for c in LAYOUT_CLASSES.values():
+        by_feature.setdefault(c.feature, c.name)  # a feature's first class names its choice
+    kinds = [kind for feature, kind in by_feature.items() if expandable or feature != "expanded"] + [MIXED]
+    kind = draw(st.sampled_from(kinds))
+    chosen = {feature for feature, name in by_feature.items() if name == kind}
+    if kind == MIXED:
+        chosen = {field for field, feature in FEATURES.items() if feature.mixed}
+    drawn = {f.name: FEATURES[f.name].draw(draw, rank, dim, unit_row_stride)
+             for f in fields(Layout) if f.name in chosen}  # in the order of Layout's fields
+    return replace(Layout(tuple(range(rank)), (1,) * rank), **drawn)
 
 
 # ---------------------------------------------------------------------------- values
 
+F64 = torch.float64
+HALF_MAX = math.inf
+"""The offset of shifted rows that stands for half the dtype's maximum.  Every offset is capped there (the
+shifted values stay finite), so an infinite one always takes the cap, whatever the dtype.  It stays ``inf``
+because the scale is printed in a case's repr, its replay line."""
+MOST_NEGATIVE = -math.inf
+"""The sentinel that stands for the dtype's most negative finite value (``finfo.min``, what masking code fills
+with).  Every sentinel is floored there, so ``-inf`` always takes the floor; printed as ``-inf`` in the replay line."""
+SCALES = (1e-3, 1e-2, 0.1, 1.0, 4.0, 30.0, 1e2, 1e3, 1e4)
+OFFSETS = (1e2, 1e4, 1e6, 1e30, HALF_MAX)  # |offset| of shifted rows
+SENTINELS = (-1e4, -65504.0, -1e30, MOST_NEGATIVE)
+
+
+@dataclass(frozen=True)
+class ScaleDomain:
+    """The scales a value class accepts."""
+
+    description: str
+    accepts: Callable[[float], bool]
+
+
+POSITIVE = ScaleDomain("a positive finite number", lambda scale: 0 < scale < math.inf)
+OFFSET = ScaleDomain("a positive number (HALF_MAX, inf: half the dtype's maximum)", lambda scale: scale > 0)
+FILL = ScaleDomain("a negative number (MOST_NEGATIVE, -inf: the dtype's most negative finite value)",
+                   lambda scale: scale < 0)
+UNSCALED = ScaleDomain("1.0, the default: the class takes no scale", lambda scale: scale == 1.0)
+
+# (scale, shape, dtype, dim, generator) -> float64 values of the class, before rounding to the dtype
+Maker = Callable[[float, tuple[int, ...], torch.dtype, int, torch.Generator], torch.Tensor]
+
+
+@dataclass(frozen=True)
+class ValueClass:
+    """One class of logit values, the one place it is defined: the strategies draw it (:func:`value_classes`),
+    :class:`Values` makes its values, the coverage matrix counts it and its sweep draws it."""
+
+    name: str
+    make: Maker
+    domain: ScaleDomain  # the scales it accepts
+    scales: tuple[float, ...] = ()  # the scales Hypothesis draws; none for an unscaled class
+    sweep: tuple[float, ...] = ()  # the scales the coverage sweep cycles through, its representative first
+    branch: str | None = None  # drawn in one Hypothesis choice with that class (and its scales), not on its own
+
+    def __post_init__(self) -> None:
+        for scale in self.scales + self.sweep:
+            self.check(scale)
+
+    def check(self, scale: float) -> None:
+        """ValueError naming the class and the scale, unless the class accepts ``scale``."""
+        if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not self.domain.accepts(scale):
+            raise ValueError(f"Values.scale must be {self.domain.description} for value class {self.name!r}; "
+                             f"got {scale!r}")
+
+    def variants(self) -> tuple[Values, ...]:
+        """The cases of this class the coverage sweep cycles through (the first is the representative)."""
+        return tuple(Values(self.name, scale) for scale in self.sweep) or (Values(self.name),)
+
+
+def _normal(scale, shape, dtype, dim, g):
+    return torch.randn(shape, generator=g, dtype=F64) * scale
+
+
+def _uniform(scale, shape, dtype, dim, g):
+    return (torch.rand(shape, generator=g, dtype=F64) * 2 - 1) * scale
+
+
+def _equal(scale, shape, dtype, dim, g):  # each row constant: the softmax is exactly 1/n
+    return (torch.randn(shape, generator=g, dtype=F64) * scale).amax(dim=dim, keepdim=True).expand(shape)
+
+
+def _dominant(scale, shape, dtype, dim, g):  # one logit far above the rest of its row
+    x = torch.randn(shape, generator=g, dtype=F64)
+    top = torch.randint(0, shape[dim], (*shape[:dim], 1, *shape[dim + 1:]), generator=g)
+    return x.scatter(dim, top, scale)
+
+
+def _underflow(scale, shape, dtype, dim, g):  # gaps so wide that exp underflows to subnormals and zero
+    reach = {torch.float16: 24.0}.get(dtype, 110.0) * scale
+    return -torch.rand(shape, generator=g, dtype=F64) * reach
+
+
+def _near_max(scale, shape, dtype, dim, g):
+    signs = torch.randint(0, 2, shape, generator=g).to(F64) * 2 - 1
+    return signs * torch.finfo(dtype).max * (1 - torch.rand(shape, generator=g, dtype=F64) * scale)
+
+
+def _subnormal(scale, shape, dtype, dim, g):
+    return (torch.rand(shape, generator=g, dtype=F64) * 2 - 1) * torch.finfo(dtype).smallest_normal
+
+
+def _zeros(scale, shape, dtype, dim, g):  # +0 and -0 mixed
+    return torch.where(torch.rand(shape, generator=g) < 0.5, 0.0, -0.0).to(F64)
+
+
+def _shifted(sign: int) -> Maker:
+    """Ordinary gaps (where the format's spacing allows) far from 0: an offset capped at half the dtype's maximum."""
+
+    def make(scale, shape, dtype, dim, g):
+        offset = min(scale, torch.finfo(dtype).max / 2) * sign
+        return offset + torch.randn(shape, generator=g, dtype=F64) * 4
+
+    return make
+
+
+def _sentinel(scale, shape, dtype, dim, g):  # the finite fill values of masking code: some entries, some whole rows
+    fill = max(scale, torch.finfo(dtype).min)
+    x = torch.randn(shape, generator=g, dtype=F64)
+    rows = torch.rand((*shape[:dim], 1, *shape[dim + 1:]), generator=g) < 0.25
+    return torch.where((torch.rand(shape, generator=g) < 0.5) | rows, fill, x)
+
+
+VALUE_CLASSES = {c.name: c for c in (
+    ValueClass("normal", _normal, POSITIVE, SCALES, sweep=(4.0, 1e-3, 30.0)),
+    ValueClass("uniform", _uniform, POSITIVE, SCALES, sweep=(30.0, 1.0)),
+    ValueClass("equal", _equal, POSITIVE, (1.0, 1e3), sweep=(1.0, 1e3)),
+    ValueClass("dominant", _dominant, POSITIVE, (10.0, 50.0, 200.0), sweep=(50.0, 200.0)),
+    ValueClass("underflow", _underflow, POSITIVE, (0.5, 1.0, 2.0), sweep=(1.0, 2.0)),
+    ValueClass("near-max", _near_max, POSITIVE, (0.5, 1e-3), sweep=(0.5, 1e-3)),
+    ValueClass("subnormal", _subnormal, UNSCALED),
+    ValueClass("zeros", _zeros, UNSCALED),
+    ValueClass("far-below", _shifted(-1), OFFSET, OFFSETS, sweep=(1e6, HALF_MAX, 1e4, 1e30, 1e2)),
+    ValueClass("far-above", _shifted(1), OFFSET, OFFSETS, sweep=(1e6, HALF_MAX, 1e2), branch="far-below"),
+    ValueClass("sentinel", _sentinel, FILL, SENTINELS, sweep=(-1e4, -65504.0, MOST_NEGATIVE, -1e30)),
+)}
+"""Every value class, in the order the strategies draw them and the coverage matrix lists them."""
+
+
+def value_class(name: str) -> ValueClass:
+    """The value class ``name``; ValueError naming it and the known ones if there is none."""
+    if name not in VALUE_CLASSES:
+        raise ValueError(f"Values.kind must be one of {', '.join(map(repr, VALUE_CLASSES))}; got {name!r}")
+    return VALUE_CLASSES[name]
+
 
 @dataclass(frozen=True)
 class Values:
-    """A class of logit values, sampled from a seeded generator in float64 then rounded to the dtype."""
+    """A class of logit values (:data:`VALUE_CLASSES`), sampled from a seeded generator in float64 then rounded
+    to the dtype."""
 
     kind: str
     scale: float = 1.0
 
+    def __post_init__(self) -> None:
+        value_class(self.kind).check(self.scale)
+
     def sample(self, shape: tuple[int, ...], dtype: torch.dtype, dim: int, g: torch.Generator) -> torch.Tensor:
-        f64 = torch.float64
-        info = torch.finfo(dtype)
         if math.prod(shape) == 0:
             return torch.empty(shape, dtype=dtype)
-        if self.kind == "normal":
-            x = torch.randn(shape, generator=g, dtype=f64) * self.scale
-        elif self.kind == "uniform":
-            x = (torch.rand(shape, generator=g, dtype=f64) * 2 - 1) * self.scale
-        elif self.kind == "equal":  # each row constant: the softmax is exactly 1/n
-            x = (torch.randn(shape, generator=g, dtype=f64) * self.scale).amax(dim=dim, keepdim=True).expand(shape)
-        elif self.kind == "dominant":  # one logit far above the rest of its row
-            x = torch.randn(shape, generator=g, dtype=f64)
-            top = torch.randint(0, shape[dim], (*shape[:dim], 1, *shape[dim + 1:]), generator=g)
-            x = x.scatter(dim, top, self.scale)
-        elif self.kind == "underflow":  # gaps so wide that exp underflows to subnormals and zero
-            reach = {torch.float16: 24.0}.get(dtype, 110.0) * self.scale
-            x = -torch.rand(shape, generator=g, dtype=f64) * reach
-        elif self.kind == "near-max":
-            signs = torch.randint(0, 2, shape, generator=g).to(f64) * 2 - 1
-            x = signs * info.max * (1 - torch.rand(shape, generator=g, dtype=f64) * self.scale)
-        elif self.kind == "subnormal":
-            x = (torch.rand(shape, generator=g, dtype=f64) * 2 - 1) * info.smallest_normal
-        elif self.kind == "zeros":  # +0 and -0 mixed
-            x = torch.where(torch.rand(shape, generator=g) < 0.5, 0.0, -0.0).to(f64)
-        elif self.kind in ("far-below", "far-above"):  # ordinary gaps (where the format's spacing allows) far from 0
-            offset = min(self.scale, info.max / 2) * (-1 if self.kind == "far-below" else 1)
-            x = offset + torch.randn(shape, generator=g, dtype=f64) * 4
-        elif self.kind == "sentinel":  # the finite fill values of masking code: some entries, some whole rows
-            fill = max(self.scale, info.min)
-            x = torch.randn(shape, generator=g, dtype=f64)
-            rows = torch.rand((*shape[:dim], 1, *shape[dim + 1:]), generator=g) < 0.25
-            x = torch.where((torch.rand(shape, generator=g) < 0.5) | rows, fill, x)
-        else:
-            raise ValueError(f"unknown value class {self.kind!r}")
-        return x.to(dtype)
+        return VALUE_CLASSES[self.kind].make(self.scale, shape, dtype, dim, g).to(dtype)
 
 
 def value_classes() -> st.SearchStrategy[Values]:
-    """Value classes, with the scales that matter for each."""
-    return st.one_of(
-        st.builds(Values, kind=st.just("normal"), scale=st.sampled_from(SCALES)),
-        st.builds(Values, kind=st.just("uniform"), scale=st.sampled_from(SCALES)),
-        st.builds(Values, kind=st.just("equal"), scale=st.sampled_from([1.0, 1e3])),
-        st.builds(Values, kind=st.just("dominant"), scale=st.sampled_from([10.0, 50.0, 200.0])),
-        st.builds(Values, kind=st.just("underflow"), scale=st.sampled_from([0.5, 1.0, 2.0])),
-        st.builds(Values, kind=st.just("near-max"), scale=st.sampled_from([0.5, 1e-3])),
-        st.just(Values("subnormal")),
-        st.just(Values("zeros")),
-        st.builds(Values, kind=st.sampled_from(["far-below", "far-above"]), scale=st.sampled_from(OFFSETS)),
-        st.builds(Values, kind=st.just("sentinel"), scale=st.sampled_from(SENTINELS)),
-    )
+    """Value classes, with the scales that matter for each: one Hypothesis choice per class (or per branch)."""
+    branches: dict[str, list[ValueClass]] = {}
+    for c in VALUE_CLASSES.values():
+        branches.setdefault(c.branch or c.name, []).append(c)
+    return st.one_of(*(_drawn(group) for group in branches.values()))
+
+
+def _drawn(group: list[ValueClass]) -> st.SearchStrategy[Values]:
+    first = group[0]
+    if any(c.scales != first.scales for c in group):
+        raise ValueError(f"value classes {[c.name for c in group]} are drawn together but differ in scales")
+    if not first.scales:
+        return st.sampled_from([Values(c.name) for c in group])
+    return st.builds(Values, kind=st.sampled_from([c.name for c in group]), scale=st.sampled_from(first.scales))
 
 
 @dataclass(frozen=True)
@@ -289,11 +465,8 @@ class Specials:
 
     @property
     def classes(self) -> tuple[str, ...]:
-        """The special-value classes present ("finite" when none)."""
-        present = tuple(name for name, share in (("-inf", self.neg_inf), ("-inf rows", self.neg_inf_rows),
-                                                 ("-inf head", self.neg_inf_head), ("+inf", self.pos_inf),
-                                                 ("nan", self.nan)) if share)
-        return present or ("finite",)
+        """The special-value classes placed (:data:`SPECIAL_CLASSES`; "finite" when none)."""
+        return tuple(c.name for c in SPECIAL_CLASSES if getattr(self, c.field)) or (FINITE,)
 
     @property
     def kind(self) -> str:
@@ -314,6 +487,39 @@ class Specials:
 
 
 NO_SPECIALS = Specials()
+FINITE = "finite"  # the class of an input without special values
+
+
+@dataclass(frozen=True)
+class SpecialClass:
+    """A class of special values: the share of :class:`Specials` that places it, and how an input shows it."""
+
+    name: str
+    field: str  # the Specials share that places it
+    share: float  # the share the coverage sweep places
+    found: Callable[[np.ndarray, Specials], bool]  # (rows as float64, last axis; the recipe) -> the input holds it
+
+    def __post_init__(self) -> None:
+        if self.field not in {f.name for f in fields(Specials)}:
+            raise ValueError(f"SpecialClass {self.name!r}: field {self.field!r} is no share of Specials")
+
+    @classmethod
+    def of_rule(cls, name: str, field: str, share: float) -> SpecialClass:
+        """The class of the special case ``name`` of :data:`oracles.semantics.RULES`: found where a row is one."""
+        rule = semantics.BY_NAME[name]
+        return cls(rule.name, field, share, lambda rows, specials: bool(rule.holds(rows).any()))
+
+
+SPECIAL_CLASSES = (
+    SpecialClass.of_rule("-inf", "neg_inf", 0.3),
+    SpecialClass.of_rule("-inf rows", "neg_inf_rows", 0.5),
+    # An online softmax's first tiles all -inf: a placement, not a case of its own (its rows are "-inf" rows).
+    SpecialClass("-inf head", "neg_inf_head", 0.5,
+                 lambda rows, specials: specials.neg_inf_head > 0 and bool(np.isneginf(rows[:, 0]).all())),
+    SpecialClass.of_rule("+inf", "pos_inf", 0.3),
+    SpecialClass.of_rule("nan", "nan", 0.3),
+)
+"""The special-value classes, in the order a recipe's kind names them; each placed alone by the coverage sweep."""
 
 
 def special_values() -> st.SearchStrategy[Specials]:

@@ -54,7 +54,7 @@ import torch
 
 from . import mp_softmax
 from .formats import FP64, Format, format_of, round_float64
-from .semantics import empty_after_masking, minus_inf_result
+from . import semantics
 
 U = 2.0**-53
 EXP64_ULPS = 2.0
@@ -132,9 +132,9 @@ def float64_pass(x: np.ndarray, fmt: Format, *, log: bool = False) -> tuple[np.n
             underflow = gap < UNDERFLOW_GAP
             rounded = np.where(underflow, 0.0, rounded)
             decided |= underflow
-    special = ~finite
-    rounded = np.where(special, minus_inf_result(log=log), rounded)
-    value = np.where(special, minus_inf_result(log=log), value)
+    special, results = semantics.decide(x, log=log)  # the -inf entries
+    rounded = np.where(special, results, rounded)
+    value = np.where(special, results, value)
     return rounded, value, decided | special
 
 
@@ -142,9 +142,9 @@ def softmax_rows(x: np.ndarray, fmt: Format, *, log: bool = False) -> OracleResu
     """Correctly rounded softmax (or log_softmax) of each row (last axis) of float64 ``x``."""
     x = np.asarray(x, dtype=np.float64)
     rows = x.reshape(math.prod(x.shape[:-1]), x.shape[-1])
-    rounded = np.full(rows.shape, np.nan)
-    exact = np.full(rows.shape, np.nan)
-    regular = ~(np.isnan(rows).any(-1) | np.isposinf(rows).any(-1) | np.isneginf(rows).all(-1))
+    special, rounded = semantics.decide(rows, log=log)
+    exact = rounded.copy()
+    regular = ~special.all(-1)  # rows with arithmetic to do
     escalated = 0
     if regular.any():
         sub = rows[regular]
@@ -185,6 +185,6 @@ def softmax(
     keep = mask.detach().to("cpu").movedim(dim, -1).reshape(rows.shape).numpy()
     masked = np.where(keep, rows, -np.inf)
     result = softmax_rows(masked, fmt)
-    empty = empty_after_masking(masked)
-    result.rounded[empty], result.exact[empty] = 0.0, 0.0
+    special, results = semantics.decide(masked, masked=True)
+    result.rounded[special], result.exact[special] = results[special], results[special]
     return result

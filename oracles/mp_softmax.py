@@ -46,7 +46,7 @@ import numpy as np
 from mpmath import fsub, iv, ldexp, mp, mpf
 
 from .formats import Format, round_mpf
-from .semantics import minus_inf_result, special_row
+from . import semantics
 
 MAX_PRECISION = 1 << 14
 """Bits the Ziv loop never goes past (no real row needs more than a few hundred)."""
@@ -146,13 +146,12 @@ def correctly_rounded_rows(x: np.ndarray, fmt: Format, *, log: bool = False) -> 
     exact = np.empty(x.shape)
     flat_x = x.reshape(-1, x.shape[-1]) if x.size else x.reshape(0, 0)
     flat_rounded, flat_exact = rounded.reshape(flat_x.shape), exact.reshape(flat_x.shape)
-    for row, out_rounded, out_exact in zip(flat_x, flat_rounded, flat_exact):
-        special = special_row(row)
-        if special is not None:
-            out_rounded[:] = out_exact[:] = special
+    special, results = semantics.decide(flat_x, log=log)
+    for row, decided, result, out_rounded, out_exact in zip(flat_x, special, results, flat_rounded, flat_exact):
+        out_rounded[:] = out_exact[:] = result
+        if decided.all():
             continue
-        keep = ~np.isneginf(row)
-        out_rounded[:] = out_exact[:] = minus_inf_result(log=log)
+        keep = ~decided
         values, truths = _decide_row(row[keep].tolist(), fmt, log)
         out_rounded[keep], out_exact[keep] = values, truths
     return rounded, exact

@@ -1,57 +1,113 @@
-"""What softmax and log_softmax return for special values: the one place it is defined.
+"""What softmax, log_softmax and masked softmax return for special values: the one table that defines it.
 
-A row is one slice along the softmax dimension.  The rules follow
-``torch.softmax`` / ``torch.log_softmax``, which follow IEEE propagation through
-``exp(x - max(x)) / sum``:
+A row is one slice along the softmax dimension.  :data:`RULES` lists the special
+cases, each a row predicate and the exact result it fixes for each operation;
+a row follows the first rule that holds for it.  The oracles, the judge, the
+strategies, the coverage matrix and the metamorphic tests all read this table,
+and each rule is its own test id (``tests/kernel/test_special_cases.py`` judges
+kernels by it, ``tests/suite/test_semantics.py`` checks it against torch).
 
-=====================================  ==================  ====================
-row contains                           softmax             log_softmax
-=====================================  ==================  ====================
-a NaN anywhere                         all NaN             all NaN
-a +inf anywhere (inf - inf is NaN)     all NaN             all NaN
-only -inf (an all -inf row)            all NaN             all NaN
--inf entries, finite maximum           0 at each -inf      -inf at each -inf
-nothing (an empty row)                 empty               empty
-=====================================  ==================  ====================
-
-Everything else is ordinary arithmetic on the finite entries, which the oracles
-compute to correct rounding.  Signs of zero in the input do not matter
-(``exp(-0) == exp(+0)``).
+The rules follow ``torch.softmax`` / ``torch.log_softmax``, which follow IEEE
+propagation through ``exp(x - max(x)) / sum``.  Everything they leave open is
+ordinary arithmetic on the finite entries, which the oracles compute to correct
+rounding.  Signs of zero in the input do not matter (``exp(-0) == exp(+0)``).
+A row with no entries (an empty row) has no result to decide: its result is
+empty.
 
 Masked softmax (``masked_softmax(x, mask, dim)``, ``mask`` True = keep): masked
-entries act as -inf (whatever they held, NaN included), and a row left with
-nothing but -inf (fully masked, or whose kept entries are all -inf) gives all
-zeros rather than NaN.  This is the "safe softmax" convention of PyTorch's
-``_safe_softmax`` and of attention kernels: a query with nothing to attend to
-contributes nothing, instead of poisoning later sums with NaN.  A NaN or +inf
-among the kept entries still makes the row NaN.
+entries act as -inf (whatever they held, NaN included), and the rules then
+apply to the row so masked.  A row left with nothing but -inf (fully masked,
+or whose kept entries are all -inf) gives all zeros rather than NaN.  This is
+the "safe softmax" convention of PyTorch's ``_safe_softmax`` and of attention
+kernels: a query with nothing to attend to contributes nothing, instead of
+poisoning later sums with NaN.  A NaN or +inf among the kept entries still
+makes the row NaN.
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
 import numpy as np
 
+Rows = np.ndarray  # float values, rows along the last axis
 
-def special_row(row: np.ndarray) -> np.ndarray | None:
-    """The result for a row decided by its special values, or None.
 
-    None means the row has a finite maximum and no NaN or +inf: its finite
-    entries need arithmetic, its -inf entries give 0 (softmax) or -inf
-    (log_softmax), see :func:`minus_inf_result`.
+def _every_entry(rows: Rows) -> np.ndarray:
+    return np.ones(rows.shape, dtype=bool)
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One special case: which rows it holds for, which of their entries it decides, and their exact results."""
+
+    name: str  # its test id, and its class of special values in the coverage matrix
+    holds: Callable[[Rows], np.ndarray]  # rows -> one bool per row: the row is a case of this rule
+    decides: Callable[[Rows], np.ndarray]  # rows -> one bool per entry: the entries whose result it fixes
+    softmax: float
+    log_softmax: float
+    masked_softmax: float  # on the row with its masked entries made -inf
+    why: str  # the reason, as a failure's explanation names it
+    example: tuple[float, ...]  # a row it holds for, that no earlier rule holds for (the tests start from it)
+
+    def result(self, *, log: bool = False, masked: bool = False) -> float:
+        """The exact result at each entry it decides, for softmax, log_softmax (``log``) or masked softmax."""
+        if log and masked:
+            raise ValueError("masked is defined for softmax only, not log_softmax")
+        return self.log_softmax if log else self.masked_softmax if masked else self.softmax
+
+
+RULES = (
+    # NaN propagates through max, exp and the sum: every result of the row is NaN.
+    Rule("nan", holds=lambda rows: np.isnan(rows).any(-1), decides=_every_entry,
+         softmax=math.nan, log_softmax=math.nan, masked_softmax=math.nan,
+         why="the row holds a NaN", example=(0.0, math.nan, 1.0)),
+    # The maximum is +inf and +inf - +inf is NaN: every result of the row is NaN, as torch gives.
+    Rule("+inf", holds=lambda rows: np.isposinf(rows).any(-1), decides=_every_entry,
+         softmax=math.nan, log_softmax=math.nan, masked_softmax=math.nan,
+         why="the row holds +inf (inf - inf is undefined)", example=(math.inf, 0.0, 1.0)),
+    # No finite maximum: -inf - -inf is NaN.  Masked softmax gives zeros instead ("safe softmax"): a query
+    # with nothing to attend to contributes nothing.
+    Rule("-inf rows", holds=lambda rows: np.isneginf(rows).all(-1) & (rows.shape[-1] > 0), decides=_every_entry,
+         softmax=math.nan, log_softmax=math.nan, masked_softmax=0.0,
+         why="every entry of the row is -inf (or masked): it has no finite maximum",
+         example=(-math.inf, -math.inf, -math.inf)),
+    # Beside a finite maximum, exp(-inf - max) = 0 exactly: softmax 0, log_softmax -inf.  The row's finite
+    # entries are left to arithmetic.
+    Rule("-inf", holds=lambda rows: np.isneginf(rows).any(-1), decides=np.isneginf,
+         softmax=0.0, log_softmax=-math.inf, masked_softmax=0.0,
+         why="its logit is -inf (or masked): exp(-inf) = 0", example=(-math.inf, 2.0, 2.0)),
+)
+"""The special cases, in the order they are tried: a row follows the first that holds for it."""
+
+BY_NAME = {rule.name: rule for rule in RULES}
+
+
+def decide(rows: Rows, *, log: bool = False, masked: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """The entries of ``rows`` (last axis) the table decides, and their exact results (NaN elsewhere).
+
+    ``masked``: the results of masked softmax, on rows whose masked entries are already -inf.
     """
-    if row.size == 0:
-        return row.astype(np.float64)
-    if np.isnan(row).any() or np.isposinf(row).any() or np.isneginf(row).all():
-        return np.full(row.shape, np.nan)
-    return None
+    rows = np.asarray(rows)
+    decided = np.zeros(rows.shape, dtype=bool)
+    results = np.full(rows.shape, np.nan)
+    undecided_rows = np.ones(rows.shape[:-1], dtype=bool)
+    for rule in RULES:
+        holds = rule.holds(rows) & undecided_rows
+        entries = holds[..., None] & rule.decides(rows)
+        results[entries] = rule.result(log=log, masked=masked)
+        decided |= entries
+        undecided_rows &= ~holds
+    return decided, results
 
 
-def minus_inf_result(*, log: bool = False) -> float:
-    """Exact result at a -inf entry of a row with a finite maximum."""
-    return -np.inf if log else 0.0
+def decided_rows(rows: Rows) -> np.ndarray:
+    """The rows whose every result the table decides (empty rows included): they need no arithmetic."""
+    return decide(rows)[0].all(-1)
 
 
-
-def empty_after_masking(masked: np.ndarray) -> np.ndarray:
-    """Rows (last axis) that are all -inf once masked entries are -inf: their masked softmax is zero."""
-    return np.isneginf(masked).all(axis=-1)
+def rule_of(row: Rows) -> Rule | None:
+    """The rule one row follows, or None where none holds (every entry is finite)."""
+    return next((rule for rule in RULES if rule.holds(np.asarray(row))), None)

@@ -8,10 +8,9 @@ from hypothesis import example, given
 
 from harness.backend import Backend
 from harness.catalog import CATALOG
-from harness.coverage import VALUE_VARIANTS
 from harness.judge import as_rows, judge_softmax, measure
 from harness.recording import make_record
-from harness.strategies import TESTED_DTYPES, Case, Layout, Values, cases, matrix
+from harness.strategies import TESTED_DTYPES, VALUE_CLASSES, Case, Layout, Values, cases, matrix
 from oracles import correctly_rounded, profiles
 from oracles.bounds import Arithmetic, PrecisionProfile, Reduction, log_softmax_bound, softmax_bound
 from oracles.formats import format_of, ulp
@@ -144,8 +143,8 @@ def reductions(n: int) -> list[Reduction]:
 
 
 # One input per dtype and value class.
-VALUE_SWEEP = [matrix(4, 97, dtype, variants[0], seed=100 + i) for i, (dtype, variants) in enumerate(
-    (d, v) for d in (torch.float32, torch.float16, torch.bfloat16, torch.float64) for v in VALUE_VARIANTS.values())]
+VALUE_SWEEP = [matrix(4, 97, dtype, value_class.variants()[0], seed=100 + i) for i, (dtype, value_class) in enumerate(
+    (d, c) for d in (torch.float32, torch.float16, torch.bfloat16, torch.float64) for c in VALUE_CLASSES.values())]
 
 
 def catalog_and_sweep(test):

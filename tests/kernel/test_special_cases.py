@@ -1,0 +1,53 @@
+"""Each special case of :data:`oracles.semantics.RULES` is its own test: where the rule decides a result, the
+kernel's must be that result exactly (NaN where NaN, 0 or -inf where the rule says), for softmax, log_softmax and
+masked softmax as the kernel declares them.
+
+The input is tiny: the rule's example row and the same row reversed (the special values at the other end).  For
+masked softmax each row gets one more entry, masked, holding a NaN: masked entries count as -inf whatever they
+hold, so the row stays a case of the rule.  The results the rule leaves to arithmetic are the accuracy tests'.
+Nothing here is recorded: the gate's categories come from the accuracy tests alone.
+"""
+
+import pytest
+import torch
+
+from harness.judge import LOG, MASKED, SOFTMAX, describe_input, run_kernel
+from oracles import semantics
+from oracles.ulp import ulp_distance
+
+
+def rule_input(rule: semantics.Rule, masked: bool, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Two rows that are cases of ``rule`` (and a keep-mask with one masked NaN per row, if ``masked``)."""
+    row = torch.tensor(rule.example, dtype=torch.float64)
+    x = torch.stack([row, row.flip(0)])
+    if not masked:
+        return x.to(dtype), None
+    x = torch.cat([x, torch.full((2, 1), torch.nan, dtype=torch.float64)], dim=1)
+    keep = torch.ones(x.shape, dtype=torch.bool)
+    keep[:, -1] = False
+    return x.to(dtype), keep
+
+
+@pytest.mark.parametrize("op", [SOFTMAX, LOG, MASKED], ids=lambda op: op.name)
+@pytest.mark.parametrize("rule", semantics.RULES, ids=lambda rule: rule.name)
+def test_special_case_results_are_exact(kernel, backend, rule, op):
+    caps = kernel.capabilities
+    if op.log and not caps.log_softmax:
+        pytest.skip(f"{kernel.name} declares no log_softmax")
+    if op.masked and not caps.masked:
+        pytest.skip(f"{kernel.name} declares no masked softmax")
+    dtype = torch.float32 if torch.float32 in caps.dtypes else sorted(caps.dtypes, key=str)[0]
+    x, keep = rule_input(rule, op.masked, dtype)
+    x = x.to(backend.device)
+    keep = None if keep is None else keep.to(backend.device)
+    refusal = caps.refusal(x, 1)
+    if refusal is not None:
+        pytest.skip(f"{kernel.name} refuses the rule's input: {refusal}")
+    y = run_kernel(kernel, x, 1, keep, log=op.log).cpu()
+    logits = x.cpu().double() if keep is None else x.cpu().double().masked_fill(~keep.cpu(), -torch.inf)
+    decided, results = semantics.decide(logits.numpy(), log=op.log, masked=op.masked)
+    wrong = torch.from_numpy(decided) & (ulp_distance(y, torch.from_numpy(results).to(y.dtype)) != 0)
+    assert not wrong.any(), (
+        f"{kernel.name} {op.name}, special case {rule.name!r} ({rule.why}): got {y[wrong].tolist()} where the rule "
+        f"gives exactly {rule.result(log=op.log, masked=op.masked)}; input {logits.tolist()} "
+        f"({describe_input(x, 1)})")
