@@ -28,6 +28,7 @@ def rule_input(rule: semantics.Rule, masked: bool, dtype: torch.dtype) -> tuple[
     return x.to(dtype), keep
 
 
+@pytest.mark.first
 @pytest.mark.parametrize("op", [SOFTMAX, LOG, MASKED], ids=lambda op: op.name)
 @pytest.mark.parametrize("rule", semantics.RULES, ids=lambda rule: rule.name)
 def test_special_case_results_are_exact(kernel, backend, rule, op):
