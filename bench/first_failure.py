@@ -7,8 +7,8 @@ the ``ci`` profile, stopping at the first failure:
 ``python -m pytest -n auto -x --hypothesis-profile ci --device D --kernel specs.mutants:NAME``.
 Printed per bug: the seconds from the command's start to the first failed test on pytest's
 progress line (xdist prints an ``F`` as each test fails), to the run's end, and the test
-that failed.  ``--checkout`` times another checkout of the suite (an earlier commit, say)
-with this machine's Python, in the same run.  The defaults are three bugs of different
+that failed.  ``--checkout DIR`` (repeatable) times those checkouts of the suite instead (this
+one and an earlier commit, say), with this machine's Python, in the same run.  The defaults are three bugs of different
 kinds: one the regression catalog holds (a finite fill value), one of the arithmetic
 (accumulation in the half dtype), one that only drawn inputs reveal (long rows losing their
 last element), which Hypothesis then shrinks.  Targets (issue 35): 60 s on an H100, 120 s on
@@ -20,8 +20,10 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -34,22 +36,28 @@ def selector(checkout: Path, mutant: str) -> str:
     return f"{'specs' if (checkout / 'specs' / 'mutants.py').exists() else 'kernels'}.mutants:{mutant}"
 
 
-def first_failure(checkout: Path, device: str, mutant: str) -> tuple[float | None, float, str]:
-    """Seconds to the first ``F`` of the progress line, to the end; the failed test's id."""
+def first_failure(checkout: Path, device: str, mutant: str, limit: float) -> tuple[float | None, float, str]:
+    """Seconds to the first ``F`` of the progress line, to the end; the failed test's id.  A run still going
+    ``limit`` seconds after its start is killed."""
     env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_XDIST_WORKER", "TRITON_INTERPRET")}
     command = [sys.executable, "-u", "-m", "pytest", "-p", "no:cacheprovider", "-n", "auto", "-x",
                "--hypothesis-profile", "ci", "--device", device, "--kernel", selector(checkout, mutant)]
     start = time.perf_counter()
-    process = subprocess.Popen(command, cwd=checkout, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    process = subprocess.Popen(command, cwd=checkout, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               start_new_session=True)
+    timer = threading.Timer(limit, os.killpg, (process.pid, signal.SIGKILL))
+    timer.start()
     seen, output = None, bytearray()
     while chunk := process.stdout.read1(4096):
         if seen is None and re.search(rb"^[.sxXFE]*[FE]", bytes(output + chunk).split(b"\n")[-1] or b"", re.M):
             seen = time.perf_counter() - start
         output += chunk
     process.wait()
+    timer.cancel()
     text = output.decode(errors="replace")
     failed = re.search(r"^FAILED (\S+)", text, re.M)
-    return seen, time.perf_counter() - start, failed.group(1) if failed else f"no failure (exit {process.returncode})"
+    verdict = f"killed after {limit:.0f} s" if process.returncode == -signal.SIGKILL else f"exit {process.returncode}"
+    return seen, time.perf_counter() - start, failed.group(1) if failed else f"no failure reported ({verdict})"
 
 
 def main() -> None:
@@ -57,11 +65,12 @@ def main() -> None:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--mutant", action="append", help=f"a planted bug of kernels/mutants.py (default {MUTANTS})")
     parser.add_argument("--checkout", action="append", type=Path, default=[],
-                        help="another checkout of the suite to time the same way (repeatable)")
+                        help="a checkout of the suite to time (repeatable; default: this one)")
+    parser.add_argument("--limit", type=float, default=600, help="seconds after which a run is killed (default 600)")
     args = parser.parse_args()
-    for checkout in [ROOT, *args.checkout]:
+    for checkout in [path.resolve() for path in args.checkout] or [ROOT]:
         for mutant in args.mutant or MUTANTS:
-            seen, total, test = first_failure(checkout, args.device, mutant)
+            seen, total, test = first_failure(checkout, args.device, mutant, args.limit)
             first = f"{seen:6.1f} s" if seen is not None else "  none  "
             print(f"{checkout.name:<12} {args.device:<5} {mutant:<24} first failure {first}, run ended {total:6.1f} s: "
                   f"{test}", flush=True)
