@@ -63,7 +63,7 @@ def first_failure(checkout: Path, device: str, mutant: str, limit: float) -> tup
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", default="cpu")
-    parser.add_argument("--mutant", action="append", help=f"a planted bug of kernels/mutants.py (default {MUTANTS})")
+    parser.add_argument("--mutant", action="append", help=f"a planted bug of specs/mutants.py (default {MUTANTS})")
     parser.add_argument("--checkout", action="append", type=Path, default=[],
                         help="a checkout of the suite to time (repeatable; default: this one)")
     parser.add_argument("--limit", type=float, default=600, help="seconds after which a run is killed (default 600)")
