@@ -16,7 +16,7 @@ import pytest
 
 from tests.hostile.misbehaving import PLANTED
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 HOSTILE = "tests.hostile."
 FP32_ACCURACY = ("tests/kernel/test_accuracy.py", "-k", "test_softmax_within and float32")
 # Tests of another module beside, which must still report when a kernel hangs or kills its process.

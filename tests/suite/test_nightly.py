@@ -11,7 +11,7 @@ from report import league
 from report.summary import ULP_BUCKETS, categorize
 from tests.scenarios.soak_stalled import is_running, stalled_pid
 
-ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]
+ROOT = __import__("pathlib").Path(__file__).resolve().parents[2]
 STALLED = "tests/scenarios/soak_stalled.py"
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CI_RUNS = ('python -m pip install ".[cpu]"', "python -m pytest -n auto --accuracy-baseline auto")
 # The failing run whose report tests/suite/test_report_in_a_browser.py opens.
 FAILING = "python -m pytest -n auto --kernel examples/my_kernels.py:softmax_half_sum --accuracy-report reports/mine"

@@ -20,7 +20,7 @@ from harness.replay import RECIPES, parse_case
 from harness.strategies import Case, Layout, Mask, Specials, Values, cases
 from specs.registry import Capabilities
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PLANTED = "my_kernels:softmax_half_sum"  # examples/my_kernels.py: the row sum in the half input dtype
 
 

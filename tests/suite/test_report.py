@@ -26,7 +26,7 @@ ACCURACY = ("tests/kernel/test_accuracy.py", "-k", "test_softmax_within_derived_
             "--device", "cpu")
 FP32_ACCURACY = ("tests/kernel/test_accuracy.py", "-k", "test_softmax_within_derived_bound and float32", "--hypothesis-profile",
                  "ci", "--device", "cpu")
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def read_report(directory) -> dict:

@@ -12,7 +12,7 @@ from matplotlib import image
 
 from tests.suite.test_readme import FAILING
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 BROWSER = next((shutil.which(name) for name in ("chromium", "chromium-browser", "google-chrome")
                 if shutil.which(name)), None)
 

@@ -17,7 +17,7 @@ from report.__main__ import main as report_cli
 from report.summary import categorize
 from tests.suite.test_nightly import fixed_record
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 GATE_KERNEL = "tests.scenarios.gate_kernel:softmax"
 # Two kernels' fp32 accuracy tests (their categories and the gate's), their shift invariance (the invariance table)
 # and a few quick tests: what a gate runs, in small.

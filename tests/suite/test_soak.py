@@ -13,7 +13,7 @@ import pytest
 from harness import soak
 from tests.scenarios.soak_stalled import is_running, stalled_pid
 
-ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]
+ROOT = __import__("pathlib").Path(__file__).resolve().parents[2]
 SCENARIO = "tests/scenarios/soak_planted.py"
 STALLED = "tests/scenarios/soak_stalled.py"
 
