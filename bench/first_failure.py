@@ -1,6 +1,6 @@
 """Time from a gate's start to its first reported failure, for planted bugs.
 
-    python bench/first_failure.py [--device cpu|cuda|npu] [--mutant NAME ...] [--checkout DIR]
+    python bench/first_failure.py [--device cpu|cuda|npu] [--mutant NAME ...] [--checkout DIR] [--self-tests]
 
 Each planted bug (``specs/mutants.py``) is validated as a user validates a kernel, under
 the ``ci`` profile, stopping at the first failure:
@@ -8,7 +8,9 @@ the ``ci`` profile, stopping at the first failure:
 Printed per bug: the seconds from the command's start to the first failed test on pytest's
 progress line (xdist prints an ``F`` as each test fails), to the run's end, and the test
 that failed.  ``--checkout DIR`` (repeatable) times those checkouts of the suite instead (this
-one and an earlier commit, say), with this machine's Python, in the same run.  The defaults are three bugs of different
+one and an earlier commit, say), with this machine's Python, in the same run.  ``--self-tests`` runs the project's whole gate
+instead, the suite's own tests and the registered kernels beside the planted bug, as the
+README's gate command runs them (a bug planted in one of this project's kernels).  The defaults are three bugs of different
 kinds: one the regression catalog holds (a finite fill value), one of the arithmetic
 (accumulation in the half dtype), one that only drawn inputs reveal (long rows losing their
 last element), which Hypothesis then shrinks.  Targets (issue 35): 60 s on an H100, 120 s on
@@ -29,6 +31,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 MUTANTS = ("finite_fill", "half_accumulation", "skip_last_of_long_rows")
+DEFAULT_KERNELS = ("full_softmax", "fused_softmax", "rowwise", "torch")  # what the README's gate command judges
 
 
 def selector(checkout: Path, mutant: str) -> str:
@@ -36,12 +39,15 @@ def selector(checkout: Path, mutant: str) -> str:
     return f"{'specs' if (checkout / 'specs' / 'mutants.py').exists() else 'kernels'}.mutants:{mutant}"
 
 
-def first_failure(checkout: Path, device: str, mutant: str, limit: float) -> tuple[float | None, float, str]:
+def first_failure(checkout: Path, device: str, mutant: str, limit: float,
+                  whole_gate: bool) -> tuple[float | None, float, str]:
     """Seconds to the first ``F`` of the progress line, to the end; the failed test's id.  A run still going
     ``limit`` seconds after its start is killed."""
     env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_XDIST_WORKER", "TRITON_INTERPRET")}
     command = [sys.executable, "-u", "-m", "pytest", "-p", "no:cacheprovider", "-n", "auto", "-x",
                "--hypothesis-profile", "ci", "--device", device, "--kernel", selector(checkout, mutant)]
+    if whole_gate:
+        command += [arg for kernel in DEFAULT_KERNELS for arg in ("--kernel", kernel)] + ["--self-tests"]
     start = time.perf_counter()
     process = subprocess.Popen(command, cwd=checkout, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                start_new_session=True)
@@ -66,11 +72,13 @@ def main() -> None:
     parser.add_argument("--mutant", action="append", help=f"a planted bug of specs/mutants.py (default {MUTANTS})")
     parser.add_argument("--checkout", action="append", type=Path, default=[],
                         help="a checkout of the suite to time (repeatable; default: this one)")
+    parser.add_argument("--self-tests", action="store_true",
+                        help="the whole gate: the suite's own tests and the gate's kernels too")
     parser.add_argument("--limit", type=float, default=600, help="seconds after which a run is killed (default 600)")
     args = parser.parse_args()
     for checkout in [path.resolve() for path in args.checkout] or [ROOT]:
         for mutant in args.mutant or MUTANTS:
-            seen, total, test = first_failure(checkout, args.device, mutant, args.limit)
+            seen, total, test = first_failure(checkout, args.device, mutant, args.limit, args.self_tests)
             first = f"{seen:6.1f} s" if seen is not None else "  none  "
             print(f"{checkout.name:<12} {args.device:<5} {mutant:<24} first failure {first}, run ended {total:6.1f} s: "
                   f"{test}", flush=True)
