@@ -5,9 +5,8 @@
 Each planted bug (``specs/mutants.py``) is validated as a user validates a kernel, under
 the ``ci`` profile, stopping at the first failure:
 ``python -m pytest -n auto -x --hypothesis-profile ci --device D --kernel specs.mutants:NAME``.
-Printed per bug: the seconds from the command's start to the first failed test on pytest's
-progress line (xdist prints an ``F`` as each test fails), to the run's end, and the test
-that failed.  ``--checkout DIR`` (repeatable) times those checkouts of the suite instead (this
+Printed per bug: the seconds from the command's start to the first failure reported by name
+(the suite says each as it happens; pytest, at the end of the run), and the test that failed.  ``--checkout DIR`` (repeatable) times those checkouts of the suite instead (this
 one and an earlier commit, say), with this machine's Python, in the same run.  ``--self-tests`` runs the project's whole gate
 instead, the suite's own tests and the registered kernels beside the planted bug, as the
 README's gate command runs them (a bug planted in one of this project's kernels).  The defaults are three bugs of different
@@ -39,10 +38,10 @@ def selector(checkout: Path, mutant: str) -> str:
     return f"{'specs' if (checkout / 'specs' / 'mutants.py').exists() else 'kernels'}.mutants:{mutant}"
 
 
-def first_failure(checkout: Path, device: str, mutant: str, limit: float,
-                  whole_gate: bool) -> tuple[float | None, float, str]:
-    """Seconds to the first ``F`` of the progress line, to the end; the failed test's id.  A run still going
-    ``limit`` seconds after its start is killed."""
+def first_failure(checkout: Path, device: str, mutant: str, limit: float, whole_gate: bool) -> tuple[float, str]:
+    """Seconds to the first failure reported by name (the suite's ``failure:`` line as it happens, else pytest's
+    ``FAILED`` line at the end of the run), and that failure's test id.  The run is killed then, or ``limit``
+    seconds after its start."""
     env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_XDIST_WORKER", "TRITON_INTERPRET")}
     command = [sys.executable, "-u", "-m", "pytest", "-p", "no:cacheprovider", "-n", "auto", "-x",
                "--hypothesis-profile", "ci", "--device", device, "--kernel", selector(checkout, mutant)]
@@ -50,20 +49,19 @@ def first_failure(checkout: Path, device: str, mutant: str, limit: float,
         command += [arg for kernel in DEFAULT_KERNELS for arg in ("--kernel", kernel)] + ["--self-tests"]
     start = time.perf_counter()
     process = subprocess.Popen(command, cwd=checkout, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                               start_new_session=True)
+                               start_new_session=True, text=True, errors="replace")
     timer = threading.Timer(limit, os.killpg, (process.pid, signal.SIGKILL))
     timer.start()
-    seen, output = None, bytearray()
-    while chunk := process.stdout.read1(4096):
-        if seen is None and re.search(rb"^[.sxXFE]*[FE]", bytes(output + chunk).split(b"\n")[-1] or b"", re.M):
-            seen = time.perf_counter() - start
-        output += chunk
+    said = None
+    for line in process.stdout:
+        said = re.match(r"(?:failure:|FAILED) (\S+)", line)
+        if said:
+            os.killpg(process.pid, signal.SIGKILL)
+            break
     process.wait()
     timer.cancel()
-    text = output.decode(errors="replace")
-    failed = re.search(r"^FAILED (\S+)", text, re.M)
-    verdict = f"killed after {limit:.0f} s" if process.returncode == -signal.SIGKILL else f"exit {process.returncode}"
-    return seen, time.perf_counter() - start, failed.group(1) if failed else f"no failure reported ({verdict})"
+    seconds = time.perf_counter() - start
+    return seconds, said.group(1) if said else f"no failure reported (exit {process.returncode})"
 
 
 def main() -> None:
@@ -78,10 +76,8 @@ def main() -> None:
     args = parser.parse_args()
     for checkout in [path.resolve() for path in args.checkout] or [ROOT]:
         for mutant in args.mutant or MUTANTS:
-            seen, total, test = first_failure(checkout, args.device, mutant, args.limit, args.self_tests)
-            first = f"{seen:6.1f} s" if seen is not None else "  none  "
-            print(f"{checkout.name:<12} {args.device:<5} {mutant:<24} first failure {first}, run ended {total:6.1f} s: "
-                  f"{test}", flush=True)
+            seconds, test = first_failure(checkout, args.device, mutant, args.limit, args.self_tests)
+            print(f"{checkout.name:<12} {args.device:<5} {mutant:<24} {seconds:6.1f} s: {test}", flush=True)
 
 
 if __name__ == "__main__":

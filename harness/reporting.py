@@ -239,9 +239,22 @@ class Gatherer:
             self.failures.append(artifacts.failure(report.nodeid, report.when, report.longreprtext,
                                                    getattr(report, REPLAY, None)))
             self.outcomes[report.nodeid] = "failed"
+            self.say(self.failures[-1])
         elif report.when == "call" and report.passed:  # not a skip or an expected failure inside the test
             self.passed += 1
             self.outcomes.setdefault(report.nodeid, "passed")
+
+    def say(self, failure: dict) -> None:
+        """A failure said as soon as it happens, in one line and its replay: pytest tells failures at the end of
+        the run, which under ``-n`` and ``-x`` waits for the tests other workers are running (minutes for the
+        suite's own)."""
+        terminal = self.config.pluginmanager.get_plugin("terminalreporter")
+        if terminal is None:
+            return
+        terminal.write("\n")  # after the progress line's characters (xdist's leave no mark ensure_newline reads)
+        terminal.write_line(f"failure: {failure['test']} ({failure['when']}): {failure['headline']}", red=True)
+        if failure["replay"]:
+            terminal.write_line(f"  replay: {failure['replay']}")
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         config, run = self.config, session_of(self.config)

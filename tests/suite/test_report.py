@@ -339,3 +339,17 @@ def test_a_failure_and_its_record_name_the_same_worst_element():
     assert (worst_element(verdict)["row"], worst_element(verdict)["column"]) == (1, 3)
     within = judge_softmax(torch_softmax.SPEC, "cpu", x, -1, torch.softmax(x, -1), replay="here")
     assert not within.kernel.special[within.worst()]  # nothing beyond: the judged element nearest its bound
+
+
+def test_a_failure_is_said_when_it_happens_with_its_replay(run_pytest):
+    """Under -n, pytest tells failures at the end of the run; the suite says each as it comes, one line and the
+    replay command, before the rest of the run."""
+    test = "tests/kernel/test_accuracy.py::test_softmax_within_derived_bound[specs.mutants:finite_fill-float32]"
+    result = run_pytest("tests/kernel/test_accuracy.py", "tests/suite/test_ulp.py", "-k", "softmax_within and float32 "
+                        "or test_ulp", "--kernel", "specs.mutants:finite_fill", "--self-tests", "--hypothesis-profile",
+                        "mutation", "--device", "cpu", "-n", "2", "-p", "no:randomly")
+    lines = result.stdout.splitlines()
+    said = [i for i, line in enumerate(lines) if line.startswith(f"failure: {test} (call): BeyondBound: ")]
+    assert said and lines[said[0] + 1].startswith("  replay: python -m harness.replay --kernel specs.mutants:"), \
+        result.stdout[-3000:]
+    assert said[0] < lines.index(next(line for line in lines if "= FAILURES =" in line)), result.stdout[-3000:]
