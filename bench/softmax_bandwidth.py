@@ -31,8 +31,9 @@ torch.compile is timed twice: as the suite registers it (``inductor``,
 ``dynamic=True``, one kernel for every shape) and as most callers meet it
 (``inductor_static``, the default compile, specialised to each shape).
 
-Writes ``bandwidth.json`` and ``bandwidth.png`` to ``--out`` (default
-``docs/bench``), and checks the targets of the full kernel (issue 19): at least
+Writes ``bandwidth.json`` (the card, its SMs, L2 and memory's peak bandwidth,
+with every figure, the copy's among them, so that ratios compare across cards)
+and ``bandwidth.png`` to ``--out`` (default ``docs/bench``), and checks the targets of the full kernel (issue 19): at least
 0.95x the fastest of torch, Liger, FlagGems and torch.compile at every N, 0.9
 of a copy for rows of 1024 to 32768, fp32 errors of at most 4 ulps.
 """
@@ -237,6 +238,17 @@ def smoke() -> None:
         print(f"  {name:<14} ran in {elapsed * 1e3:8.1f} ms, max abs error {error:.2e}")
 
 
+def card() -> dict:
+    """The card the figures are of, with what makes them comparable across cards: its SMs, L2 and memory's peak
+    bandwidth (double data rate times the bus width, where torch reports both)."""
+    properties = torch.cuda.get_device_properties(torch.cuda.current_device())
+    clock_khz, bus_bits = getattr(properties, "memory_clock_rate", 0), getattr(properties, "memory_bus_width", 0)
+    return {"name": properties.name, "sms": properties.multi_processor_count,
+            "l2_mib": round(properties.L2_cache_size / 2**20, 1),
+            "peak_gbps": round(2 * clock_khz * 1e3 * bus_bits / 8 / 1e9) if clock_khz and bus_bits else None,
+            "torch": torch.__version__, "triton": __import__("triton").__version__}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("docs/bench"))
@@ -253,11 +265,11 @@ def main() -> None:
             results.append(measure((1 << 26) // n, n, dtype))
         print("\n".join(table(results[-len(WIDTHS) - len(LONG_ROWS):])), flush=True)
     args.out.mkdir(parents=True, exist_ok=True)
-    device = {"name": torch.cuda.get_device_name(), "torch": torch.__version__,
-              "triton": __import__("triton").__version__}
+    device = card()
     (args.out / "bandwidth.json").write_text(json.dumps({"device": device, "results": results}, indent=1) + "\n")
     plot(results, args.out / "bandwidth.png")
-    print(f"\n{device['name']}, torch {device['torch']}, triton {device['triton']}")
+    print(f"\n{device['name']}: {device['sms']} SMs, L2 {device['l2_mib']} MiB, memory peak "
+          f"{device['peak_gbps'] or 'unknown'} GB/s; torch {device['torch']}, triton {device['triton']}")
     print("\n".join(table(results)))
     print("\n".join(check_targets(results)))
 
