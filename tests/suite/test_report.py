@@ -7,6 +7,7 @@ import os
 import re
 import subprocess
 import sys
+import types
 import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 
@@ -259,7 +260,8 @@ def test_the_verdict_counts_as_passed_only_tests_that_passed():
     where pytest counted 385."""
     from harness.reporting import Gatherer
 
-    gatherer = Gatherer(config=None)
+    no_terminal = types.SimpleNamespace(pluginmanager=types.SimpleNamespace(get_plugin=lambda name: None))
+    gatherer = Gatherer(config=no_terminal)
     for outcome in ("passed", "skipped", "passed", "failed"):
         report = pytest.TestReport(f"t::{outcome}", ("t", 0, outcome), {}, outcome, None, "call", user_properties=[])
         if outcome == "failed":
