@@ -38,17 +38,22 @@ def run_pytest():
 
 
 @pytest.fixture(scope="session")
-def once(tmp_path_factory):
+def run_folder(tmp_path_factory) -> Path:
+    """The run's own temporary folder, the same for every xdist worker (each has a subfolder of it)."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+@pytest.fixture(scope="session")
+def once(run_folder):
     """``once(name, make)``: ``make(folder)`` runs a single time for the whole run, and every test (on every xdist
     worker) gets its JSON-safe result and its folder.  For sub-runs that several tests read."""
-    base = tmp_path_factory.getbasetemp()
-    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base  # the run's own folder either way
 
     def run(name: str, make) -> tuple[dict, Path]:
-        folder = shared / name
-        with open(shared / f"{name}.lock", "w") as lock:
+        folder = run_folder / name
+        with open(run_folder / f"{name}.lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
-            done = shared / f"{name}.json"
+            done = run_folder / f"{name}.json"
             if not done.exists():
                 folder.mkdir(exist_ok=True)
                 done.write_text(json.dumps(make(folder)))

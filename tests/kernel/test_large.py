@@ -9,7 +9,6 @@ memory on an H100.
 """
 
 import fcntl
-import os
 
 import pytest
 import torch
@@ -23,12 +22,9 @@ ROWS_PAST_GRID_LIMIT = (65535 + 2, 16)  # one more row than an Ascend grid (and 
 
 
 @pytest.fixture(autouse=True)
-def one_at_a_time(backend, tmp_path_factory):
-    """Hold the machine's lock of the large tests (xdist workers share the run's temporary folder), and empty
-    this process's cache of device memory after the test."""
-    base = tmp_path_factory.getbasetemp()
-    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
-    with open(shared / "large-tests.lock", "w") as lock:
+def one_at_a_time(backend, run_folder):
+    """Hold the run's lock of the large tests, and empty this process's cache of device memory after the test."""
+    with open(run_folder / "large-tests.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
             yield
