@@ -18,15 +18,11 @@ import re
 import tempfile
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")  # files only, no display
-import matplotlib.pyplot as plt  # noqa: E402
-
-from . import baseline  # noqa: E402
-from . import invariances as invariance_table  # noqa: E402
-from . import league  # noqa: E402
-from .summary import INTERPRETER_BF16, ULP_BUCKETS, interpreter_truncates_bf16, shown, shown_ratio  # noqa: E402
+from . import baseline
+from . import invariances as invariance_table
+from . import league
+from .figures import pyplot
+from .summary import INTERPRETER_BF16, ULP_BUCKETS, interpreter_truncates_bf16, shown, shown_ratio
 
 SCHEMA_VERSION = 1
 PLOTS = ("ulp_histograms.png", "max_ulp_by_row_length.png", "kernel_vs_torch.png")
@@ -161,6 +157,7 @@ def write_markdown(directory: Path, run: dict, verdict_line: str, failures: list
 def plot_histograms(directory: Path, categories: dict) -> Path:
     """Share of elements per ULP bucket, per dtype: each kernel, and torch on the same inputs."""
     dtypes = sorted({key.split("/")[1] for groups in categories.values() for key in groups})
+    plt = pyplot()
     figure, axes = plt.subplots(len(dtypes), 1, figsize=(9, 2.8 * len(dtypes)), squeeze=False)
     positions = range(len(ULP_BUCKETS))
     for axis, dtype in zip(axes[:, 0], dtypes):
@@ -188,6 +185,7 @@ def plot_histograms(directory: Path, categories: dict) -> Path:
 
 def plot_scatter(directory: Path, records: list, name: str, x, y, xlabel: str, ylabel: str, title: str,
                  diagonal: bool = False) -> Path:
+    plt = pyplot()
     figure, axis = plt.subplots(figsize=(7, 4.5))
     for kernel in sorted({r["kernel"] for r in records}):
         mine = [r for r in records if r["kernel"] == kernel]

@@ -20,6 +20,7 @@ import statistics
 from pathlib import Path
 
 from . import invariances as invariance_table
+from .figures import pyplot
 from .summary import shown, shown_ratio
 
 OP = "softmax"
@@ -102,11 +103,7 @@ def markdown(categories: dict, invariances: dict, bench: dict | None = None) -> 
 
 def plot(directory: Path, categories: dict, bench: dict) -> list[Path]:
     """Per dtype: max ULP on ordinary logits against the fraction of copy bandwidth, a point per kernel."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     points = [r for r in rows(categories, bench) if r["values"] == ORDINARY and r["copy_fraction"] is not None]
     paths = []
     for dtype in sorted({r["dtype"] for r in points}):
