@@ -7,6 +7,9 @@
   fp32/fp16/bf16, and fp32 output of half input (``half_to_float``).
 * ``inductor``: ``torch.compile(torch.softmax / torch.log_softmax,
   dynamic=True)``: the Triton kernel Inductor generates on GPUs.
+* ``quack``: QuACK's softmax (``quack.softmax``, quack-kernels 0.6.5), written
+  in NVIDIA's CuTe DSL for Hopper and Blackwell, not Triton: the last dim,
+  fp32/fp16/bf16, rows of up to 2^18 elements, on NVIDIA GPUs only.
 
 Each library is imported on first use, never at import: where it is absent,
 its adapter raises only when called.  Each refuses as its library does (any
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import math
 
 import torch
 
@@ -84,3 +88,30 @@ def inductor_log_softmax(x: torch.Tensor, dim: int, out_dtype: torch.dtype | Non
     INDUCTOR.check(x, dim)
     return compiled(torch.log_softmax)(x, dim, dtype=out_dtype)
 
+
+# ---------------------------------------------------------------------------- QuACK
+
+# A row lives in shared memory, split over a cluster of up to 16 blocks: 2^18 is the longest row
+# quack-kernels 0.6.5's own tests run (at 2^20, fp32 needs 256 KiB of shared memory per block,
+# more than a Hopper block has).
+QUACK_MAX_ROW = 1 << 18
+QUACK = InputLimits(dtypes=HALF_AND_SINGLE, last_dim_only=True, max_row_length={"cuda": QUACK_MAX_ROW})
+# It takes 2-D row-major tensors whose rows start on 16 bytes and are read in 16-byte vectors (it
+# asserts that the row length is a multiple of one), so the adapter lays rows out so; a row of
+# another length is padded with -inf, which adds nothing to the sum, as its kernel pads a tile's tail.
+QUACK_VECTOR_BYTES = 16
+
+
+def quack_softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
+    QUACK.check(x, dim)
+    if not x.numel():
+        return torch.empty_like(x)
+    rows = x.reshape(-1, x.size(-1)) if x.dim() else x.reshape(1, 1)
+    length = rows.size(1)
+    padding = -length % (QUACK_VECTOR_BYTES // x.element_size())
+    if padding:
+        rows = torch.nn.functional.pad(rows, (0, padding), value=-math.inf)
+    elif not rows.is_contiguous() or rows.data_ptr() % QUACK_VECTOR_BYTES:
+        rows = rows.clone(memory_format=torch.contiguous_format)
+    y = importlib.import_module("quack").softmax(rows)
+    return (y[:, :length] if padding else y).reshape(x.shape)

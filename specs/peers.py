@@ -8,7 +8,10 @@ and promises none; each refuses as its library does (``clear_refusals=False``).
 None runs unless asked for (``--kernel liger``, ``--kernel all``).
 """
 
+import functools
 import importlib.util
+
+import torch
 
 from kernels import peers
 
@@ -39,6 +42,31 @@ def gpu_only(why: str, then=None):
     return reason
 
 
+def sm90_or_newer(backend: str) -> str | None:
+    """A skip reason on a CUDA card older than Hopper (compute capability 9.0)."""
+    major, minor = torch.cuda.get_device_capability()
+    if major < 9:
+        return f"QuACK targets Hopper and Blackwell (compute capability 9.0 and newer); this card is {major}.{minor}"
+    return None
+
+
+@functools.cache
+def import_error(module: str) -> str | None:
+    """Why ``module`` fails to import (once per process), or None: installed is not importable (a CUDA library
+    missing, say)."""
+    try:
+        importlib.import_module(module)
+    except Exception as error:  # noqa: BLE001  (an extension's import fails in many ways)
+        return f"{type(error).__name__}: {error}"
+    return None
+
+
+def quack_runs(backend: str) -> str | None:
+    """QuACK's skip reason on CUDA: the package absent, a card older than Hopper, or an import that fails."""
+    why = missing("quack-kernels", "quack")(backend) or sm90_or_newer(backend)
+    return why or (f"quack-kernels does not import here: {error}" if (error := import_error("quack")) else None)
+
+
 register(KernelSpec(
     name="liger", softmax=peers.liger_softmax, capabilities=Capabilities.extending(peers.LIGER),
     clear_refusals=False, skip_reason=missing("liger-kernel", "liger_kernel"), by_default=False,
@@ -56,4 +84,10 @@ register(KernelSpec(
     capabilities=Capabilities.extending(peers.INDUCTOR, log_softmax=True, out_dtype=True),
     clear_refusals=False, skip_reason=gpu_only("Inductor emits C++, not Triton, on the CPU"), by_default=False,
     description="torch.compile(torch.softmax / log_softmax, dynamic=True): Inductor's Triton kernel",
+))
+register(KernelSpec(
+    name="quack", softmax=peers.quack_softmax, capabilities=Capabilities.extending(peers.QUACK),
+    clear_refusals=False, skip_reason=gpu_only("QuACK is CuTe DSL code for NVIDIA GPUs", quack_runs),
+    by_default=False,
+    description="QuACK's softmax (quack.softmax, CuTe DSL), last dim, rows up to 2^18",
 ))

@@ -53,17 +53,32 @@ def fake_flag_gems(monkeypatch):
     return calls
 
 
+@pytest.fixture
+def fake_quack(monkeypatch):
+    """QuACK's softmax as 0.6.5 takes its input: 2-D, row-major, rows of a multiple of 16 bytes starting on 16."""
+    calls = []
+
+    def softmax(x):
+        assert x.dim() == 2 and x.is_contiguous() and x.data_ptr() % 16 == 0, "its kernel's layout"
+        assert x.size(1) * x.element_size() % 16 == 0, "Input N is not divisible by vector size"
+        calls.append(tuple(x.shape))
+        return torch.softmax(x, -1)
+
+    fake_module(monkeypatch, "quack", softmax=softmax)
+    return calls
+
+
 def test_the_adapters_are_registered_promising_nothing_and_refusing_as_their_libraries_do():
-    for name in ("liger", "flag_gems", "inductor"):
+    for name in ("liger", "flag_gems", "inductor", "quack"):
         spec = resolve(name)
         assert not spec.clear_refusals and not spec.capabilities.promised("cuda"), name
     assert resolve("flag_gems").log_softmax is not None and resolve("inductor").capabilities.out_dtype
 
 
 @pytest.mark.parametrize("name,op", [("liger", "softmax"), ("flag_gems", "softmax"), ("flag_gems", "log_softmax"),
-                                     ("inductor", "softmax"), ("inductor", "log_softmax")])
+                                     ("inductor", "softmax"), ("inductor", "log_softmax"), ("quack", "softmax")])
 def test_an_adapter_refuses_what_its_kernel_does_not_declare_before_calling_its_library(
-        monkeypatch, fake_liger, fake_flag_gems, name, op):
+        monkeypatch, fake_liger, fake_flag_gems, fake_quack, name, op):
     """An input outside the declared capabilities is refused by the adapter, whatever the library
     would do with it: Inductor returns zeros for an int64 tensor, where eager torch raises."""
     compiled_calls = []
@@ -71,7 +86,7 @@ def test_an_adapter_refuses_what_its_kernel_does_not_declare_before_calling_its_
     integers = torch.ones(2, 2, dtype=torch.int64)
     with pytest.raises(TypeError, match="x.dtype must be one of"):
         getattr(resolve(name), op)(integers, 0)
-    assert not fake_liger and not fake_flag_gems and not compiled_calls
+    assert not fake_liger and not fake_flag_gems and not fake_quack and not compiled_calls
 
 
 @pytest.mark.parametrize("name,backend,reason", [
@@ -79,6 +94,8 @@ def test_an_adapter_refuses_what_its_kernel_does_not_declare_before_calling_its_
     ("inductor", "cpu", "Inductor emits C++, not Triton, on the CPU; runs with --device cuda"),
     ("inductor", "npu", "not measured on npu; runs with --device cuda"),
     ("inductor", "cuda", None),
+    ("quack", "cpu", "QuACK is CuTe DSL code for NVIDIA GPUs; runs with --device cuda"),
+    ("quack", "npu", "not measured on npu; runs with --device cuda"),
 ])
 def test_a_peer_that_cannot_run_on_a_backend_says_why(name, backend, reason):
     assert resolve(name).skip_reason(backend) == reason
@@ -105,6 +122,40 @@ def test_liger_is_called_inside_its_limits_and_refuses_beyond_them(fake_liger):
     with pytest.raises(TypeError, match="x.dtype"):
         liger.softmax(x.double(), -1)
     assert fake_liger == [(3, 5, 7)]  # nothing refused reached the library
+
+
+def test_quack_is_called_on_its_layout_and_refuses_beyond_its_limits(fake_quack):
+    """QuACK takes 2-D rows of a multiple of 16 bytes, starting on 16: other shapes reach it as such rows, other
+    lengths padded with -inf (nothing added to the sum), and the result has the input's shape and values."""
+    quack = resolve("quack")
+    assert quack.skip_reason("cpu") and peers.QUACK.row_limit("cuda") == peers.QUACK_MAX_ROW
+    inputs = [torch.randn(3, 5, 7),  # rows of 7 fp32: 28 bytes
+              torch.randn(4, 24, dtype=torch.bfloat16)[:, 1:],  # rows of 23, a strided view
+              torch.randn(2, 33)[:, 1:],  # rows of 32 fp32, not contiguous
+              torch.randn(65)[1:].view(2, 32)]  # contiguous, starting 4 bytes past an alignment
+    for x in inputs:
+        torch.testing.assert_close(quack.softmax(x, -1), torch.softmax(x, -1))
+    assert fake_quack == [(15, 8), (4, 24), (2, 32), (2, 32)]
+    assert quack.softmax(torch.empty(2, 0), -1).shape == (2, 0) and quack.softmax(torch.empty(0, 4), -1).shape == (0, 4)
+    with pytest.raises(ValueError, match="dim must be the last dimension"):
+        quack.softmax(inputs[0], 1)
+    with pytest.raises(TypeError, match="x.dtype"):
+        quack.softmax(inputs[0].double(), -1)
+    assert len(fake_quack) == 4  # nothing empty or refused reached the library
+
+
+def test_quack_is_skipped_on_cards_older_than_hopper_and_where_it_does_not_import(monkeypatch, fake_quack):
+    from specs import peers as records
+
+    monkeypatch.setattr(records, "import_error", records.import_error.__wrapped__)  # not cached: the fake imports
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda: (8, 0))
+    assert resolve("quack").skip_reason("cuda") == (
+        "QuACK targets Hopper and Blackwell (compute capability 9.0 and newer); this card is 8.0")
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda: (9, 0))
+    assert resolve("quack").skip_reason("cuda") is None
+    monkeypatch.setattr(records, "import_error", lambda module: "ImportError: libcute_dsl_runtime.so: cannot open")
+    assert resolve("quack").skip_reason("cuda") == (
+        "quack-kernels does not import here: ImportError: libcute_dsl_runtime.so: cannot open")
 
 
 def test_flag_gems_gets_half_to_float_for_an_fp32_result_of_half_input(fake_flag_gems):
