@@ -7,7 +7,9 @@ elements, with M chosen so that a tensor holds 2^26 elements), in fp32 and
 bf16, it times: the full-domain kernel (``kernels/full_softmax/``), the
 documents' kernel (``kernels/fused_softmax.py``), torch.softmax, the naive
 five-op torch version, the peers whose libraries import (Liger-Kernel,
-FlagGems, torch.compile: ``kernels/peers.py``, under their registry names), and
+FlagGems, torch.compile, QuACK: ``kernels/peers.py``, under their registry
+names; each peer that cannot run here is named with the reason, and a peer that
+fails on a shape is left out of that shape, its error printed), and
 ``y.copy_(x)``, the practical limit.  GB/s count one read and one write of the
 tensor.  Every ratio in the table is between figures measured in this run.
 The providers are timed in turn, ROUNDS times over after a round not counted:
@@ -34,7 +36,7 @@ torch.compile is timed twice: as the suite registers it (``inductor``,
 Writes ``bandwidth.json`` (the card, its SMs, L2 and memory's peak bandwidth,
 with every figure, the copy's among them, so that ratios compare across cards)
 and ``bandwidth.png`` to ``--out`` (default ``docs/bench``), and checks the targets of the full kernel (issue 19): at least
-0.95x the fastest of torch, Liger, FlagGems and torch.compile at every N, 0.9
+0.95x the fastest of torch, Liger, FlagGems, torch.compile and QuACK at every N, 0.9
 of a copy for rows of 1024 to 32768, fp32 errors of at most 4 ulps.
 """
 
@@ -76,7 +78,10 @@ ROTATION_L2 = 4
 REP_MS = 10  # one replay of the graph: calls enough for about this long
 SCALE = 8.0  # logits of randn * 8: gaps large enough that the rounding of x - max shows
 # The softmaxes people use, the fastest of which sets the bar.
-PEERS = ("torch", "liger", "flag_gems", "inductor", "inductor_static")
+PEERS = ("torch", "liger", "flag_gems", "inductor", "inductor_static", "quack")
+# The registered peers (specs/peers.py), timed where they run: their reasons where not.
+REGISTERED_PEERS = ("liger", "flag_gems", "inductor", "quack")
+NOT_RUN = {name: why for name in REGISTERED_PEERS if (why := resolve(name).skip_reason("cpu" if SMOKE else "cuda"))}
 
 
 def naive_softmax(x: torch.Tensor) -> torch.Tensor:
@@ -96,13 +101,13 @@ PROVIDERS = {
     "fused_softmax": lambda x: fused_softmax.softmax(x, -1),
     "torch": lambda x: torch.softmax(x, -1),
     "naive": naive_softmax,
-    # The peers run where their library imports (and, for FlagGems and Inductor, a GPU runs Triton).
+    # The peers run where their library imports (and, for FlagGems, Inductor and QuACK, on a GPU).
     **{name: (lambda spec: lambda x: spec.softmax(x, -1))(resolve(name))
-       for name in ("liger", "flag_gems", "inductor") if not resolve(name).skip_reason("cpu" if SMOKE else "cuda")},
+       for name in REGISTERED_PEERS if name not in NOT_RUN},
     **({} if SMOKE else {"inductor_static": torch.compile(lambda x: torch.softmax(x, -1), dynamic=False)}),
     "copy": lambda x: torch.empty_like(x).copy_(x),
 }
-REFUSALS = {"fused_softmax": fused_softmax.LIMITS, "liger": peers.LIGER}  # rows too long for one block
+REFUSALS = {"fused_softmax": fused_softmax.LIMITS, "liger": peers.LIGER, "quack": peers.QUACK}  # rows too long
 
 
 def rotation(x: torch.Tensor) -> list[torch.Tensor]:
@@ -142,12 +147,28 @@ def max_ulps(y: torch.Tensor, exact: torch.Tensor) -> float:
     return ((y.double() - exact).abs() / ulp).max().item()
 
 
+def failure(name: str, call) -> str | None:
+    """None where ``call()`` runs; else its error, printed: a peer's library that fails on a shape leaves that
+    shape only, and the rest of the run goes on."""
+    try:
+        call()
+        torch.cuda.synchronize()
+    except Exception as error:  # noqa: BLE001  (each library fails in its own way)
+        message = f"{type(error).__name__}: {error}"[:300]
+        print(f"  {name} fails: {message}", flush=True)
+        return message
+    return None
+
+
 def measure(rows: int, cols: int, dtype: torch.dtype) -> dict:
     nbytes = rows * cols * torch.finfo(dtype).bits // 8
     x = (torch.randn(rows, cols, device="cuda", generator=torch.Generator(device="cuda").manual_seed(0))
          * SCALE).to(dtype)
     providers = {name: fn for name, fn in PROVIDERS.items()
                  if name not in REFUSALS or REFUSALS[name].refusal(x, -1) is None}
+    failed = {name: error for name in REGISTERED_PEERS if name in providers
+              and (error := failure(name, lambda: providers[name](x)))}
+    providers = {name: fn for name, fn in providers.items() if name not in failed}
     ulps = {}
     if dtype == torch.float32:
         exact = torch.softmax(x.double(), -1)
@@ -157,11 +178,19 @@ def measure(rows: int, cols: int, dtype: torch.dtype) -> dict:
     rounds = {name: [] for name in providers}
     for number in range(WARMUP_ROUNDS + ROUNDS):
         for name, fn in providers.items():
+            if name in failed:
+                continue
+            if number < WARMUP_ROUNDS and name in REGISTERED_PEERS:  # its first time in a CUDA graph
+                if error := failure(name, lambda: time_ms(fn, inputs)):
+                    failed[name] = error
+                continue
             gbps = 2 * nbytes / (time_ms(fn, inputs) * 1e-3) / 1e9
             if number >= WARMUP_ROUNDS:
                 rounds[name].append(gbps)
+    rounds = {name: gbps for name, gbps in rounds.items() if name not in failed}
     result = {"M": rows, "N": cols, "dtype": str(dtype).removeprefix("torch."), "max_ulps": ulps,
-              "gbps": {name: statistics.median(gbps) for name, gbps in rounds.items()}, "rounds": rounds}
+              "gbps": {name: statistics.median(gbps) for name, gbps in rounds.items()}, "rounds": rounds,
+              **({"failed": failed} if failed else {})}
     del x, inputs
     torch.cuda.empty_cache()
     return result
@@ -172,7 +201,7 @@ def fastest_peer(r: dict) -> str:
 
 
 TARGETS = [
-    ("at least 0.95x the fastest of torch, Liger, FlagGems and torch.compile, every N", lambda r: True,
+    ("at least 0.95x the fastest of torch, Liger, FlagGems, torch.compile and QuACK, every N", lambda r: True,
      lambda r: r["gbps"]["full_softmax"] >= 0.95 * r["gbps"][fastest_peer(r)]),
     ("at least 90% of copy, N 1024..32768", lambda r: 1024 <= r["N"] <= 32768 and r["M"] == M,
      lambda r: r["gbps"]["full_softmax"] >= 0.9 * r["gbps"]["copy"]),
@@ -186,7 +215,8 @@ def table(results: list[dict]) -> list[str]:
              + "   full/fastest peer (rounds)   full/copy  max ulps (full, fastest peer)"]
     for r in results:
         g, peer = r["gbps"], fastest_peer(r)
-        cells = "".join(f"{g[n]:>14.0f}" if n in g else f"{'refuses':>14}" for n in names)
+        cells = "".join(f"{g[n]:>14.0f}" if n in g else f"{'fails' if n in r.get('failed', {}) else 'refuses':>14}"
+                        for n in names)
         per_round = [mine / theirs for mine, theirs in zip(r["rounds"]["full_softmax"], r["rounds"][peer])]
         ulps = (f"{r['max_ulps']['full_softmax']:>6.1f}, {r['max_ulps'][peer]:.1f}" if r["max_ulps"] else "")
         lines.append(f"{r['dtype']:<9} {r['M']:<6} {r['N']:<8} {cells}   "
@@ -227,8 +257,13 @@ def plot(results: list[dict], path: Path) -> None:
     plt.close(figure)
 
 
+def not_run() -> list[str]:
+    return [f"{name} not timed: {why}" for name, why in NOT_RUN.items()]
+
+
 def smoke() -> None:
     print("No GPU: a smoke run under the Triton interpreter. These numbers are NOT performance.")
+    print("\n".join(not_run()))
     x = torch.randn(64, 300)
     for name, fn in PROVIDERS.items():
         start = time.perf_counter()
@@ -257,6 +292,7 @@ def main() -> None:
     if SMOKE:
         smoke()
         return
+    print("\n".join(not_run()), flush=True)
     results = []
     for dtype in (getattr(torch, name) for name in args.dtypes):
         for n in WIDTHS:
