@@ -63,6 +63,7 @@ import triton  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from kernels import full_softmax, fused_softmax, peers  # noqa: E402
 from oracles.formats import FP32  # noqa: E402
+from report.figures import pyplot  # noqa: E402
 from specs.registry import resolve  # noqa: E402
 
 WIDTHS = [128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536]
@@ -235,11 +236,7 @@ def check_targets(results: list[dict]) -> list[str]:
 
 
 def plot(results: list[dict], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     dtypes = sorted({r["dtype"] for r in results})
     figure, axes = plt.subplots(1, len(dtypes), figsize=(7 * len(dtypes), 4.5), squeeze=False)
     for axis, dtype in zip(axes[0], dtypes):
