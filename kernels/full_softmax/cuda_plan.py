@@ -30,12 +30,8 @@ GPU_CHUNKED_ROW_BYTES = 1 << 19
 # A split row: a program a span of one tile, a row's spans on neighbouring programs; its
 # statistics summed in GPU_SPLIT_STATS_WARPS, written in GPU_SPLIT_WRITE_WARPS.
 GPU_SPLIT_SPAN = 4096
-GPU_SPLIT_TILE = 4096
 GPU_SPLIT_STATS_WARPS = 4
 GPU_SPLIT_WRITE_WARPS = 8
-# A split row's write tasks trail its statistics tasks by as many rows as fill this share of L2, so
-# that they find the row there (split_ticket_kernel).
-GPU_SPLIT_L2_SHARE = 0.5
 
 
 def gpu_plan(n: int, n_rows: int, units: int, element_size: int, masked: bool = False) -> Plan:
@@ -63,7 +59,7 @@ def gpu_plan(n: int, n_rows: int, units: int, element_size: int, masked: bool = 
         chunk = GPU_MASKED_CHUNK if masked else GPU_CHUNK
         return Plan("chunked", chunk, 1, gpu_row_warps(chunk, element_size, masked),
                     programs=min(n_rows, units * GPU_PROGRAMS_PER_UNIT))
-    return split_plan(Plan("split", GPU_SPLIT_TILE, 1, GPU_SPLIT_STATS_WARPS,
+    return split_plan(Plan("split", GPU_SPLIT_SPAN, 1, GPU_SPLIT_STATS_WARPS,
                            splits=triton.next_power_of_2(math.ceil(n / GPU_SPLIT_SPAN)),
                            write_warps=GPU_SPLIT_WRITE_WARPS), n, n_rows)
 
@@ -75,9 +71,3 @@ def gpu_row_warps(block: int, element_size: int, masked: bool) -> int:
         return 1
     wide_fp32 = element_size == 4 and block_bytes >= GPU_WIDE_FP32_BYTES and not masked
     return min(32, block_bytes // (32 * (GPU_WIDE_FP32_THREAD_BYTES if wide_fp32 else GPU_THREAD_BYTES)))
-
-
-def split_lag_rows(row_bytes: int, cache_bytes: int) -> int:
-    """Rows by which a split row's write tasks trail its statistics tasks: as many as fill
-    GPU_SPLIT_L2_SHARE of L2, at least one."""
-    return max(1, int(cache_bytes * GPU_SPLIT_L2_SHARE) // row_bytes)

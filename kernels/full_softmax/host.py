@@ -7,26 +7,17 @@ import math
 
 import torch
 
-from ..launch import cache_bytes, compute_units, interpreted, require_triton_device
+from ..launch import compute_units, interpreted, require_triton_device
 from ..limits import HALF_AND_SINGLE, InputLimits, dense
 from .arithmetic import PRECISE, arithmetic
 from .buffer_plan import buffer_plan
-from . import cuda_plan
 from .cuda_plan import gpu_plan
 from .launch_cache import CONTIGUOUS_CALLS, ContiguousLaunch, call_key, remember_contiguous_call
 from .layout import MAX_OUTER_DIMS, row_layout
 from .plan import Plan
-from .triton_code import (resident_lagged_kernel, resident_split_kernel, rows_kernel, split_stats_kernel,
-                          split_ticket_kernel, split_write_kernel)
+from .triton_code import rows_kernel, split_stats_kernel, split_write_kernel
 
 LIMITS = InputLimits(dtypes=HALF_AND_SINGLE)  # any rank, dim, strides and row length
-# Prototypes of issue 35 (docs/speed.md): "two" (the statistics and write kernels), "ticket"
-# (split_ticket_kernel), "resident" (resident_split_kernel: RESIDENT_PER_UNIT programs an SM, their
-# registers capped to fit, RESIDENT_PREFETCH) or "lagged" (resident_lagged_kernel, RESIDENT_LAG).
-SPLIT_LAUNCH = "ticket"
-RESIDENT_PER_UNIT = 2
-RESIDENT_PREFETCH = True
-RESIDENT_LAG = 1
 
 
 @functools.lru_cache(maxsize=4096)  # a pure function of its arguments, and on every call's path
@@ -89,30 +80,6 @@ def _run(x: torch.Tensor, dim: int, *, log: bool, mask: torch.Tensor | None,
         span, spans = p.span(n), p.spans(n)
         stats = torch.empty((n_rows, spans, 2), dtype=torch.float64 if arith >= PRECISE.value else torch.float32,
                             device=x.device)
-        gpu = x.device.type == "cuda" and not interpreted()
-        capacity = compute_units(x.device) * RESIDENT_PER_UNIT
-        if gpu and SPLIT_LAUNCH in ("resident", "lagged") and spans <= capacity:
-            arrivals = torch.zeros(n_rows, dtype=torch.int32, device=x.device)
-            args = (y, x, mask_arg, stats, arrivals, n_rows, n, spans, sizes[1], sizes[2], *xs, x.stride(dim), *ys,
-                    y.stride(dim), *ms, msd)
-            common = dict(SPLITS=p.splits, FULL=spans == p.splits, BLOCK=p.block, LOG=log, MASKED=masked, ARITH=arith,
-                          num_warps=8, maxnreg=min(255, 65536 // (RESIDENT_PER_UNIT * 256)) // 8 * 8,
-                          launch_cooperative_grid=True)
-            grid = (min(n_rows, capacity // spans) * spans,)
-            if SPLIT_LAUNCH == "lagged":
-                resident_lagged_kernel[grid](*args, LAG=RESIDENT_LAG, **common)
-            else:
-                resident_split_kernel[grid](*args, PREFETCH=RESIDENT_PREFETCH, **common)
-            return y
-        if gpu and SPLIT_LAUNCH == "ticket":
-            # One launch: a program a ticket, statistics tasks then, lag rows later, write tasks.
-            lag = cuda_plan.split_lag_rows(n * x.element_size(), cache_bytes(x.device))
-            counters = torch.zeros(1 + n_rows, dtype=torch.int32, device=x.device)  # the tickets, then a row's spans
-            split_ticket_kernel[((n_rows + lag) * 2 * spans,)](
-                y, x, mask_arg, stats, counters, n_rows, n, span, spans, lag, sizes[1], sizes[2], *xs, x.stride(dim),
-                *ys, y.stride(dim), *ms, msd, SPLITS=p.splits, FULL=spans == p.splits, BLOCK=p.block, LOG=log,
-                MASKED=masked, ARITH=arith, num_warps=p.write_warps or p.num_warps)
-            return y
         split_stats_kernel[(p.programs,)](
             stats, x, mask_arg, n_rows, n, span, spans, sizes[1], sizes[2], *xs, x.stride(dim), *ms, msd,
             BLOCK=p.block, MASKED=masked, ARITH=arith, num_warps=p.num_warps)

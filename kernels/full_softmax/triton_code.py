@@ -264,84 +264,28 @@ def _span_columns(part, span, n_cols):
 
 
 @triton.jit
-def _span_statistics(stats_ptr, x_ptr, m_ptr, row, part, n_cols, span, spans, size1, size2,
-                     xs0, xs1, xs2, xsd, ms0, ms1, ms2, msd, BLOCK: tl.constexpr, MASKED: tl.constexpr,
-                     ARITH: tl.constexpr, POLICY: tl.constexpr):
-    """The maximum and rescaled sum of span ``part`` of a split row, stored in the row's slots of the
-    statistics buffer (loads with the L2 eviction policy POLICY)."""
-    cols = tl.arange(0, BLOCK)
-    first, last = _span_columns(part, span, n_cols)
-    rows = row + tl.zeros([1], tl.int64)  # one row, as a 1-row tile
-    row_ok = rows >= 0
-    x_base = _row_bases(rows, size1, size2, xs0, xs1, xs2)
-    m_base = _row_bases(rows, size1, size2, ms0, ms1, ms2)
-    row_max = tl.full([1], -float("inf"), tl.float32)
-    total = _zeros(1, ARITH)
-    for start in tl.range(first, last, BLOCK):
-        x = _load(x_ptr, m_ptr, x_base, m_base, start + cols, row_ok, last, xsd, msd, MASKED, POLICY)
-        row_max, total = _online_update(row_max, total, x, ARITH, True)
-    slot = (rows * spans + part) * 2
-    tl.store(stats_ptr + slot, row_max)  # the store widens to the buffer's dtype: no float64 on NPUs
-    tl.store(stats_ptr + slot + 1, total)
-
-
-@triton.jit
-def _write_span(y_ptr, x_ptr, m_ptr, stats_ptr, row, part, n_cols, span, spans, size1, size2,
-                xs0, xs1, xs2, xsd, ys0, ys1, ys2, ysd, ms0, ms1, ms2, msd,
-                SPLITS: tl.constexpr, FULL: tl.constexpr, BLOCK: tl.constexpr, LOG: tl.constexpr,
-                MASKED: tl.constexpr, ARITH: tl.constexpr, STATS_CACHE: tl.constexpr, POLICY: tl.constexpr):
-    """Combine a split row's statistics, then write its span ``part``: the statistics loaded with the
-    cache modifier STATS_CACHE, the span with the L2 eviction policy POLICY.
-
-    The sums are added in a tree SPLITS wide (the plan's power of two, at least ``spans``), the
-    slots past ``spans`` read as empty spans; with FULL, every one of the SPLITS holds columns,
-    and the count known to the compiler spares the statistics' loads a mask (docs/speed.md).
-    """
-    cols = tl.arange(0, BLOCK)
-    parts = tl.arange(0, SPLITS)[None, :]
-    first, last = _span_columns(part, span, n_cols)
-    rows = row + tl.zeros([1], tl.int64)  # one row, as a 1-row tile
-    slots = (rows[:, None] * spans + parts) * 2
-    if FULL:
-        maxima = tl.load(stats_ptr + slots, cache_modifier=STATS_CACHE)
-        sums = tl.load(stats_ptr + slots + 1, cache_modifier=STATS_CACHE)
-    else:
-        maxima = tl.load(stats_ptr + slots, mask=parts < spans, other=-float("inf"), cache_modifier=STATS_CACHE)
-        sums = tl.load(stats_ptr + slots + 1, mask=parts < spans, other=0.0, cache_modifier=STATS_CACHE)
-    maxima = maxima.to(tl.float32)  # fp32 values, stored exactly in float64
-    if ARITH < PRECISE:
-        sums = sums.to(tl.float32)
-    # The one row's maximum and sum as scalars, which take whatever layout the tile needs: as
-    # slices of the statistics' layout, Triton 3.6 broadcast the sum's reciprocal into that
-    # layout and converted two whole tiles through shared memory, many times slower (docs/speed.md).
-    row_max = tl.max(maxima)
-    shift = tl.where(row_max == -float("inf"), 0.0, row_max)
-    rescale = _rescale(maxima, shift, ARITH)
-    # A span of -inf adds nothing; a span holding NaN (which tl.max skipped) keeps its NaN sum.
-    total = tl.sum(tl.where((maxima == -float("inf")) & (sums == sums), 0.0, sums * rescale))
-    row_max = row_max + tl.zeros([1], tl.float32)
-    total = total + tl.zeros([1], total.dtype)
-    row_ok = rows >= 0
-    x_base = _row_bases(rows, size1, size2, xs0, xs1, xs2)
-    y_base = _row_bases(rows, size1, size2, ys0, ys1, ys2)
-    m_base = _row_bases(rows, size1, size2, ms0, ms1, ms2)
-    for start in tl.range(first, last, BLOCK):
-        x = _load(x_ptr, m_ptr, x_base, m_base, start + cols, row_ok, last, xsd, msd, MASKED, POLICY)
-        y = _finish(x, _exp_gap(x, row_max[:, None], ARITH), row_max, total, LOG, MASKED, ARITH)
-        valid = row_ok[:, None] & ((start + cols) < last)[None, :]
-        tl.store(y_ptr + y_base[:, None] + (start + cols)[None, :] * ysd, y, mask=valid)
-
-
-@triton.jit
 def split_stats_kernel(stats_ptr, x_ptr, m_ptr, n_rows, n_cols, span, spans, size1, size2,
                        xs0, xs1, xs2, xsd, ms0, ms1, ms2, msd, BLOCK: tl.constexpr, MASKED: tl.constexpr,
                        ARITH: tl.constexpr):
     """Programs over (row, span) tasks, a row's spans in turn: the maximum and rescaled sum of each span."""
+    cols = tl.arange(0, BLOCK)
     for task in tl.range(tl.program_id(0), n_rows * spans, tl.num_programs(0)):
         # Programs that run together read neighbouring spans of a row, rather than the same span
         # of neighbouring rows: both kernels run faster so (docs/speed.md).
-        _span_statistics(stats_ptr, x_ptr, m_ptr, task // spans, task % spans, n_cols, span, spans, size1, size2,
-                         xs0, xs1, xs2, xsd, ms0, ms1, ms2, msd, BLOCK, MASKED, ARITH, "")
+        part = task % spans
+        first, last = _span_columns(part, span, n_cols)
+        rows = task // spans + tl.zeros([1], tl.int64)  # one row, as a 1-row tile
+        row_ok = rows >= 0
+        x_base = _row_bases(rows, size1, size2, xs0, xs1, xs2)
+        m_base = _row_bases(rows, size1, size2, ms0, ms1, ms2)
+        row_max = tl.full([1], -float("inf"), tl.float32)
+        total = _zeros(1, ARITH)
+        for start in tl.range(first, last, BLOCK):
+            x = _load(x_ptr, m_ptr, x_base, m_base, start + cols, row_ok, last, xsd, msd, MASKED, "")
+            row_max, total = _online_update(row_max, total, x, ARITH, True)
+        slot = (rows * spans + part) * 2
+        tl.store(stats_ptr + slot, row_max)  # the store widens to the buffer's dtype: no float64 on NPUs
+        tl.store(stats_ptr + slot + 1, total)
 
 
 @triton.jit
@@ -349,220 +293,45 @@ def split_write_kernel(y_ptr, x_ptr, m_ptr, stats_ptr, n_rows, n_cols, span, spa
                        xs0, xs1, xs2, xsd, ys0, ys1, ys2, ysd, ms0, ms1, ms2, msd,
                        SPLITS: tl.constexpr, FULL: tl.constexpr, BLOCK: tl.constexpr, LOG: tl.constexpr,
                        MASKED: tl.constexpr, ARITH: tl.constexpr):
-    """Programs over (row, span) tasks, as split_stats_kernel: combine the row's partial sums, then write its span."""
-    if FULL:
-        spans = SPLITS
-    for task in tl.range(tl.program_id(0), n_rows * spans, tl.num_programs(0)):
-        _write_span(y_ptr, x_ptr, m_ptr, stats_ptr, task // spans, task % spans, n_cols, span, spans, size1, size2,
-                    xs0, xs1, xs2, xsd, ys0, ys1, ys2, ysd, ms0, ms1, ms2, msd, SPLITS, FULL, BLOCK, LOG, MASKED,
-                    ARITH, "", "")
-
-
-# Only n_cols, spans and the constexprs shape the code: not the row count (batch invariance), nor
-# the layout's sizes and strides (a variant each).
-@triton.jit(do_not_specialize=["n_rows", "lag", "size1", "size2", "xs0", "xs1", "xs2", "ys0", "ys1", "ys2",
-                               "ms0", "ms1", "ms2"])
-def split_ticket_kernel(y_ptr, x_ptr, m_ptr, stats_ptr, counters_ptr, n_rows, n_cols, span, spans, lag, size1, size2,
-                        xs0, xs1, xs2, xsd, ys0, ys1, ys2, ysd, ms0, ms1, ms2, msd,
-                        SPLITS: tl.constexpr, FULL: tl.constexpr, BLOCK: tl.constexpr, LOG: tl.constexpr,
-                        MASKED: tl.constexpr, ARITH: tl.constexpr):
-    """Split rows in one launch, each row read from memory once and from L2 once.
-
-    Each program takes the next ticket from counters_ptr[0] (counters at 0 before the launch):
-    tickets come in groups of 2 * spans, group g holding the statistics tasks of row g, then the
-    write tasks of row g - lag.  A write task waits until its row's spans have all counted in
-    (counters_ptr[1 + row]); those are tasks of lower tickets, taken by programs already running,
-    which never wait: no wait can last, whatever the grid and however many programs the device
-    holds.  The lag keeps the waits rare, and is short enough that the write finds the row in L2,
-    where the statistics task's loads kept it.
-    """
-    if FULL:
-        spans = SPLITS
-    ticket = tl.atomic_add(counters_ptr, 1, sem="relaxed", scope="gpu")
-    group = ticket // (2 * spans)
-    task = ticket % (2 * spans)
-    if task < spans:
-        if group < n_rows:
-            _span_statistics(stats_ptr, x_ptr, m_ptr, group, task, n_cols, span, spans, size1, size2,
-                             xs0, xs1, xs2, xsd, ms0, ms1, ms2, msd, BLOCK, MASKED, ARITH, "evict_last")
-            tl.debug_barrier()  # every thread's stores done before the release
-            tl.atomic_add(counters_ptr + 1 + group, 1, sem="release", scope="gpu")
-    else:
-        row = group - lag
-        if row >= 0:
-            arrived = tl.atomic_add(counters_ptr + 1 + row, 0, sem="acquire", scope="gpu")
-            while arrived < spans:
-                arrived = tl.atomic_add(counters_ptr + 1 + row, 0, sem="acquire", scope="gpu")
-            # L2's copy of the statistics (".cg"): other programs wrote them.
-            _write_span(y_ptr, x_ptr, m_ptr, stats_ptr, row, task - spans, n_cols, span, spans, size1, size2,
-                        xs0, xs1, xs2, xsd, ys0, ys1, ys2, ysd, ms0, ms1, ms2, msd, SPLITS, FULL, BLOCK, LOG,
-                        MASKED, ARITH, ".cg", "evict_first")
-
-
-@triton.jit
-def _store_span_statistics(stats_ptr, rows, spans, part, span_max, span_total):
-    """A span's maximum and rescaled sum, in the row's slots of the statistics buffer."""
-    slot = (rows * spans + part) * 2
-    tl.store(stats_ptr + slot, span_max)  # the store widens to the buffer's dtype: no float64 on NPUs
-    tl.store(stats_ptr + slot + 1, span_total)
-
-
-@triton.jit
-def _row_statistics(stats_ptr, rows, spans, SPLITS: tl.constexpr, FULL: tl.constexpr, ARITH: tl.constexpr,
-                    CACHE: tl.constexpr):
-    """A split row's maximum and sum of exponentials, from its spans' statistics (loaded with the cache
-    modifier CACHE), as 1-element tensors.
+    """Programs over (row, span) tasks, as split_stats_kernel: combine the row's partial sums, then write its span.
 
     The sums are added in a tree SPLITS wide (the plan's power of two, at least ``spans``), the
     slots past ``spans`` read as empty spans.
     """
-    parts = tl.arange(0, SPLITS)[None, :]
-    slots = (rows[:, None] * spans + parts) * 2
-    if FULL:
+    if FULL:  # every one of the SPLITS spans holds columns: a row of a power of two
         # The count known to the compiler, so the statistics' loads need no mask (docs/speed.md).
-        maxima = tl.load(stats_ptr + slots, cache_modifier=CACHE)
-        sums = tl.load(stats_ptr + slots + 1, cache_modifier=CACHE)
-    else:
-        maxima = tl.load(stats_ptr + slots, mask=parts < spans, other=-float("inf"), cache_modifier=CACHE)
-        sums = tl.load(stats_ptr + slots + 1, mask=parts < spans, other=0.0, cache_modifier=CACHE)
-    maxima = maxima.to(tl.float32)  # fp32 values, stored exactly in float64
-    if ARITH < PRECISE:
-        sums = sums.to(tl.float32)
-    # The one row's maximum and sum as scalars, which take whatever layout the tile needs: as
-    # slices of the statistics' layout, Triton 3.6 broadcast the sum's reciprocal into that
-    # layout and converted two whole tiles through shared memory, many times slower (docs/speed.md).
-    row_max = tl.max(maxima)
-    shift = tl.where(row_max == -float("inf"), 0.0, row_max)
-    rescale = _rescale(maxima, shift, ARITH)
-    # A span of -inf adds nothing; a span holding NaN (which tl.max skipped) keeps its NaN sum.
-    total = tl.sum(tl.where((maxima == -float("inf")) & (sums == sums), 0.0, sums * rescale))
-    return row_max + tl.zeros([1], tl.float32), total + tl.zeros([1], total.dtype)
-
-
-# Prototype (issue 35, measured slower than the two kernels: docs/speed.md).  Polls of a row's counter before a program gives up waiting for the row's other spans: far more
-# than any wait of co-resident programs takes (each poll is a round trip to L2), so that a launch
-# whose programs were not all resident ends with NaN rows instead of hanging.
-MAX_POLLS = tl.constexpr(1 << 22)
-
-
-@triton.jit
-def _arrive(arrivals_ptr, row):
-    """Count this program in at its row's counter, its span's statistics stored before (release)."""
-    tl.debug_barrier()  # every thread's part of the statistics stored before the release
-    tl.atomic_add(arrivals_ptr + row, 1, sem="release", scope="gpu")
-
-
-@triton.jit
-def _wait(arrivals_ptr, row, spans):
-    """Wait until the row's ``spans`` programs are all counted in: then every span's statistics are
-    visible (acquire).  False if MAX_POLLS polls passed first."""
-    arrived = tl.atomic_add(arrivals_ptr + row, 0, sem="acquire", scope="gpu")
-    polls = 0
-    while (arrived < spans) & (polls < MAX_POLLS):
-        arrived = tl.atomic_add(arrivals_ptr + row, 0, sem="acquire", scope="gpu")
-        polls += 1
-    return arrived >= spans
-
-
-@triton.jit
-def _resident_span(x_ptr, m_ptr, row, n_rows, cols, last, size1, size2, xs0, xs1, xs2, xsd, ms0, ms1, ms2, msd,
-                   MASKED: tl.constexpr, POLICY: tl.constexpr):
-    """A program's span of one row as a [1, BLOCK] tile (all padding past the last row)."""
-    rows = row + tl.zeros([1], tl.int64)
-    x_base = _row_bases(rows, size1, size2, xs0, xs1, xs2)
-    m_base = _row_bases(rows, size1, size2, ms0, ms1, ms2)
-    return _load(x_ptr, m_ptr, x_base, m_base, cols, (rows >= 0) & (rows < n_rows), last, xsd, msd, MASKED, POLICY)
-
-
-# Only n_cols and spans (with the dtypes and the constexprs) shape the code: a row's arithmetic must
-# not depend on the rows launched with it (batch invariance), nor compile a variant per layout.
-@triton.jit(do_not_specialize=["n_rows", "size1", "size2", "xs0", "xs1", "xs2", "ys0", "ys1", "ys2",
-                               "ms0", "ms1", "ms2"])
-def resident_split_kernel(y_ptr, x_ptr, m_ptr, stats_ptr, arrivals_ptr, n_rows, n_cols, spans, size1, size2,
-                          xs0, xs1, xs2, xsd, ys0, ys1, ys2, ysd, ms0, ms1, ms2, msd,
-                          SPLITS: tl.constexpr, FULL: tl.constexpr, BLOCK: tl.constexpr, LOG: tl.constexpr,
-                          MASKED: tl.constexpr, ARITH: tl.constexpr, PREFETCH: tl.constexpr):
-    """A split row read once: its ``spans`` programs, all resident at once, each hold one span in
-    registers, publish the span's statistics, meet on the row's counter, combine the statistics
-    as split_write_kernel does (the same bits) and write their span from registers.
-
-    The grid is a whole number of rows' programs (program p takes span p % spans of rows
-    p // spans, p // spans + rows in flight, ...), no larger than the device holds at once, so
-    that a row's programs wait only for each other.  PREFETCH: the next row's span is loaded
-    before the wait, so that a waiting program keeps loads in flight.
-    """
-    if FULL:  # every one of the SPLITS spans holds columns
         spans = SPLITS
-    part = tl.program_id(0) % spans
-    step = tl.num_programs(0) // spans
-    first = part * BLOCK
-    last = tl.minimum(first + BLOCK, n_cols)
-    cols = first + tl.arange(0, BLOCK)
-    first_row = tl.program_id(0) // spans
-    upcoming = _resident_span(x_ptr, m_ptr, first_row, n_rows, cols, last, size1, size2, xs0, xs1, xs2, xsd,
-                              ms0, ms1, ms2, msd, MASKED, "")
-    for row in tl.range(first_row, n_rows, step):
-        x = upcoming
-        rows = row + tl.zeros([1], tl.int64)
-        span_max, span_total = _online_update(tl.full([1], -float("inf"), tl.float32), _zeros(1, ARITH), x,
-                                              ARITH, True)
-        _store_span_statistics(stats_ptr, rows, spans, part, span_max, span_total)
-        if PREFETCH:
-            upcoming = _resident_span(x_ptr, m_ptr, row + step, n_rows, cols, last, size1, size2,
-                                      xs0, xs1, xs2, xsd, ms0, ms1, ms2, msd, MASKED, "")
-        _arrive(arrivals_ptr, row)
-        complete = _wait(arrivals_ptr, row, spans)
-        # L2's copy of the statistics: another SM wrote them.
-        row_max, total = _row_statistics(stats_ptr, rows, spans, SPLITS, FULL, ARITH, ".cg")
-        total = tl.where(complete, total, float("nan"))
-        y = _finish(x, _exp_gap(x, row_max[:, None], ARITH), row_max, total, LOG, MASKED, ARITH)
+    cols = tl.arange(0, BLOCK)
+    parts = tl.arange(0, SPLITS)[None, :]
+    for task in tl.range(tl.program_id(0), n_rows * spans, tl.num_programs(0)):
+        first, last = _span_columns(task % spans, span, n_cols)
+        rows = task // spans + tl.zeros([1], tl.int64)  # one row, as a 1-row tile
+        slots = (rows[:, None] * spans + parts) * 2
+        if FULL:
+            maxima = tl.load(stats_ptr + slots)
+            sums = tl.load(stats_ptr + slots + 1)
+        else:
+            maxima = tl.load(stats_ptr + slots, mask=parts < spans, other=-float("inf"))
+            sums = tl.load(stats_ptr + slots + 1, mask=parts < spans, other=0.0)
+        maxima = maxima.to(tl.float32)  # fp32 values, stored exactly in float64
+        if ARITH < PRECISE:
+            sums = sums.to(tl.float32)
+        # The one row's maximum and sum as scalars, which take whatever layout the tile needs: as
+        # slices of the statistics' layout, Triton 3.6 broadcast the sum's reciprocal into that
+        # layout and converted two whole tiles through shared memory, many times slower (docs/speed.md).
+        row_max = tl.max(maxima)
+        shift = tl.where(row_max == -float("inf"), 0.0, row_max)
+        rescale = _rescale(maxima, shift, ARITH)
+        # A span of -inf adds nothing; a span holding NaN (which tl.max skipped) keeps its NaN sum.
+        total = tl.sum(tl.where((maxima == -float("inf")) & (sums == sums), 0.0, sums * rescale))
+        row_max = row_max + tl.zeros([1], tl.float32)
+        total = total + tl.zeros([1], total.dtype)
+        row_ok = rows >= 0
+        x_base = _row_bases(rows, size1, size2, xs0, xs1, xs2)
         y_base = _row_bases(rows, size1, size2, ys0, ys1, ys2)
-        tl.store(y_ptr + y_base[:, None] + cols[None, :] * ysd, y, mask=(cols < last)[None, :])
-        if not PREFETCH:
-            upcoming = _resident_span(x_ptr, m_ptr, row + step, n_rows, cols, last, size1, size2,
-                                      xs0, xs1, xs2, xsd, ms0, ms1, ms2, msd, MASKED, "")
-
-
-@triton.jit(do_not_specialize=["n_rows", "size1", "size2", "xs0", "xs1", "xs2", "ys0", "ys1", "ys2",
-                               "ms0", "ms1", "ms2"])
-def resident_lagged_kernel(y_ptr, x_ptr, m_ptr, stats_ptr, arrivals_ptr, n_rows, n_cols, spans, size1, size2,
-                           xs0, xs1, xs2, xsd, ys0, ys1, ys2, ysd, ms0, ms1, ms2, msd,
-                           SPLITS: tl.constexpr, FULL: tl.constexpr, BLOCK: tl.constexpr, LOG: tl.constexpr,
-                           MASKED: tl.constexpr, ARITH: tl.constexpr, LAG: tl.constexpr):
-    """Split rows, the grid as resident_split_kernel's: each round a program sums its span of one row
-    (loads kept in L2), counts itself in, then writes its span of the row of LAG rounds before,
-    whose other spans were counted in long since: the wait is rare, and the second read hits L2."""
-    if FULL:
-        spans = SPLITS
-    part = tl.program_id(0) % spans
-    step = tl.num_programs(0) // spans
-    first = part * BLOCK
-    last = tl.minimum(first + BLOCK, n_cols)
-    cols = first + tl.arange(0, BLOCK)
-    first_row = tl.program_id(0) // spans
-    rounds = tl.cdiv(n_rows - first_row, step)
-    for i in tl.range(0, rounds + LAG):
-        # Both loads in flight at once: this round's row from memory (kept in L2), and the row of
-        # LAG rounds before from L2 (padding where either lies outside the rows).
-        ahead = first_row + i * step
-        behind = first_row + (i - LAG) * step
-        x_new = _resident_span(x_ptr, m_ptr, ahead, n_rows, cols, last, size1, size2, xs0, xs1, xs2, xsd,
-                               ms0, ms1, ms2, msd, MASKED, "evict_last")
-        x = _resident_span(x_ptr, m_ptr, behind, n_rows, cols, last, size1, size2, xs0, xs1, xs2, xsd,
-                           ms0, ms1, ms2, msd, MASKED, "evict_first")
-        rows = behind + tl.zeros([1], tl.int64)
-        row_max = tl.zeros([1], tl.float32)
-        total = _zeros(1, ARITH)
-        if i >= LAG:
-            complete = _wait(arrivals_ptr, behind, spans)
-            row_max, total = _row_statistics(stats_ptr, rows, spans, SPLITS, FULL, ARITH, ".cg")
-            total = tl.where(complete, total, float("nan"))
-        if i < rounds:
-            span_max, span_total = _online_update(tl.full([1], -float("inf"), tl.float32), _zeros(1, ARITH), x_new,
-                                                  ARITH, True)
-            _store_span_statistics(stats_ptr, ahead + tl.zeros([1], tl.int64), spans, part, span_max, span_total)
-            _arrive(arrivals_ptr, ahead)
-        if i >= LAG:
+        m_base = _row_bases(rows, size1, size2, ms0, ms1, ms2)
+        for start in tl.range(first, last, BLOCK):
+            x = _load(x_ptr, m_ptr, x_base, m_base, start + cols, row_ok, last, xsd, msd, MASKED, "")
             y = _finish(x, _exp_gap(x, row_max[:, None], ARITH), row_max, total, LOG, MASKED, ARITH)
-            y_base = _row_bases(rows, size1, size2, ys0, ys1, ys2)
-            tl.store(y_ptr + y_base[:, None] + cols[None, :] * ysd, y, mask=(cols < last)[None, :])
+            valid = row_ok[:, None] & ((start + cols) < last)[None, :]
+            tl.store(y_ptr + y_base[:, None] + (start + cols)[None, :] * ysd, y, mask=valid)
