@@ -56,9 +56,10 @@ def launch(x: torch.Tensor, dim: int, half_sum: bool) -> torch.Tensor:
     return y
 
 
-def precision(backend: str, x: torch.Tensor, dim: int, log: bool = False):
-    """fp32 Triton arithmetic, one tl.sum per row over the padded block, Triton's default 4 warps."""
-    return triton_block_profile(backend, num_warps=4)
+def precision(call):
+    """fp32 Triton arithmetic, one tl.sum per row over the padded block, Triton's default 4 warps, whatever the call
+    (``call``: an oracles.call.Call, with its input, dim, operation, mask and backend)."""
+    return triton_block_profile(call.backend, num_warps=4)
 
 
 def softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:

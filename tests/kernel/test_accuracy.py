@@ -22,12 +22,13 @@ from hypothesis import example, given, target
 
 from harness import coverage, soak
 from harness.catalog import CATALOG
-from harness.judge import (FP32_OUT, LOG, MASKED, SOFTMAX, Op, describe_input, expect_refusal, judge_softmax,
-                           run_kernel, unknown_construction)
+from harness.judge import describe_input, expect_refusal, judge_softmax, unknown_construction
 from harness.recording import make_record
 from harness.replay import PREFIX, command
 from harness.strategies import Case, cases
+from oracles.call import Call
 from oracles.formats import format_of
+from specs.operations import LOG_SOFTMAX, MASKED_SOFTMAX, SOFTMAX, SOFTMAX_FP32_OUT, Declared
 
 
 @dataclass
@@ -45,20 +46,19 @@ class Worst:
             note(f"worst {what} input, {dtype}: {line}")
 
 
-def check(kernel, backend, op: Op, case: Case, worst: Worst, record, drawn: coverage.Drawn, fixed: set) -> None:
+def check(kernel, backend, op: Declared, case: Case, worst: Worst, record, drawn: coverage.Drawn, fixed: set) -> None:
     x, mask = case.make(backend.device)
+    call = Call(x, case.dim, op, backend.name, mask)
     replay_command = command(kernel, backend.name, op.name, case)
     replay = f"{case!r} -> {describe_input(x, case.dim)}\n{PREFIX}{replay_command}"
-    run = functools.partial(run_kernel, kernel, x, case.dim, mask, log=op.log, out_dtype=op.out_dtype)
-    judge = functools.partial(judge_softmax, backend=backend.name, x=x, dim=case.dim, mask=mask, log=op.log,
-                              out_dtype=op.out_dtype, replay=replay, command=replay_command)
+    judge = functools.partial(judge_softmax, call=call, replay=replay, command=replay_command)
     refusal = kernel.capabilities.refusal(x, case.dim)
     if refusal is not None:
-        expect_refusal(kernel, run, x, case.dim, refusal, judge=lambda y: judge(unknown_construction(kernel), y=y))
+        expect_refusal(kernel, call, refusal, judge=lambda y: judge(unknown_construction(kernel), y=y))
         return
     drawn.add(case, x)
-    verdict = judge(kernel, y=run())
-    record(make_record(kernel.name, backend, case, op.name, verdict, fixed=case in fixed))
+    verdict = judge(kernel, y=kernel.run(call))
+    record(make_record(kernel.name, backend, case, verdict, fixed=case in fixed))
     summary = verdict.kernel.summary()
     target(min(summary["worst_ratio"], 1e300), label="error-to-bound ratio")  # inf: a violation, reported below
     target(min(summary["max_ulp"], 1e300), label="max ULP")
@@ -67,7 +67,7 @@ def check(kernel, backend, op: Op, case: Case, worst: Worst, record, drawn: cove
     verdict.check()
 
 
-def examples(kernel, backend, op: Op, dtype) -> list[Case]:
+def examples(kernel, backend, op: Declared, dtype) -> list[Case]:
     """The catalog's entries for this operation in ``dtype``, and the sweep of the coverage matrix in ``dtype``."""
     catalog = [c for c in CATALOG.values() if (c.mask is not None) == op.masked and c.dtype == dtype]
     # The sweep of all the op's dtypes, filtered: its variants rotate with the dtype.
@@ -75,11 +75,11 @@ def examples(kernel, backend, op: Op, dtype) -> list[Case]:
     return catalog + [c for c in sweep if c.dtype == dtype]
 
 
-def per_dtype(op: Op):
+def per_dtype(op: Declared):
     return pytest.mark.parametrize("dtype", op.dtypes, ids=[str(format_of(d)) for d in op.dtypes])
 
 
-def run_op(kernel, backend, op: Op, dtype, note, accuracy_record, request) -> None:
+def run_op(kernel, backend, op: Declared, dtype, note, accuracy_record, request) -> None:
     if dtype not in kernel.capabilities.dtypes:
         pytest.skip(f"{kernel.name} declares no {format_of(dtype)}")
     worst = Worst()
@@ -111,25 +111,25 @@ def test_softmax_within_derived_bound(kernel, backend, dtype, note, accuracy_rec
     run_op(kernel, backend, SOFTMAX, dtype, note, accuracy_record, request)
 
 
-@per_dtype(MASKED)
+@per_dtype(MASKED_SOFTMAX)
 def test_masked_softmax_within_derived_bound(kernel, backend, dtype, note, accuracy_record, request):
     if not kernel.capabilities.masked:
         pytest.skip(f"{kernel.name} declares no masked softmax")
-    run_op(kernel, backend, MASKED, dtype, note, accuracy_record, request)
+    run_op(kernel, backend, MASKED_SOFTMAX, dtype, note, accuracy_record, request)
 
 
-@per_dtype(LOG)
+@per_dtype(LOG_SOFTMAX)
 def test_log_softmax_within_derived_bound(kernel, backend, dtype, note, accuracy_record, request):
     if not kernel.capabilities.log_softmax:
         pytest.skip(f"{kernel.name} declares no log_softmax")
-    run_op(kernel, backend, LOG, dtype, note, accuracy_record, request)
+    run_op(kernel, backend, LOG_SOFTMAX, dtype, note, accuracy_record, request)
 
 
-@per_dtype(FP32_OUT)
+@per_dtype(SOFTMAX_FP32_OUT)
 def test_fp32_output_of_half_input_within_derived_bound(kernel, backend, dtype, note, accuracy_record, request):
     if not kernel.capabilities.out_dtype:
         pytest.skip(f"{kernel.name} declares no out_dtype")
-    run_op(kernel, backend, FP32_OUT, dtype, note, accuracy_record, request)
+    run_op(kernel, backend, SOFTMAX_FP32_OUT, dtype, note, accuracy_record, request)
 
 
 @pytest.mark.first
@@ -150,4 +150,5 @@ def test_masked_rows_keeping_only_nan_are_nan_on_every_path(kernel, backend):
         keep[1] = True  # everything, NaN included
         keep[2, [0, n // 2]] = True  # a -inf and the NaN
         replay = f"rows of {n}: {describe_input(x, 1)}"
-        judge_softmax(kernel, backend.name, x, 1, kernel.masked_softmax(x, keep, 1), mask=keep, replay=replay).check()
+        call = Call(x, 1, MASKED_SOFTMAX, backend.name, keep)
+        judge_softmax(kernel, call, kernel.run(call), replay=replay).check()

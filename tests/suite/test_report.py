@@ -330,16 +330,19 @@ def test_a_failure_and_its_record_name_the_same_worst_element():
     explanation and the record both name that element, never the special one."""
     from harness.judge import judge_softmax
     from harness.recording import worst_element
+    from oracles.call import Call
     from specs import torch_softmax
+    from specs.operations import SOFTMAX
 
     x = torch.tensor([[0.5, -torch.inf, 1.0, 2.0], [1.0, 3.0, -torch.inf, 0.25]])
     y = torch.softmax(x, -1)
     y[1, 3] = torch.nextafter(torch.nextafter(y[1, 3], torch.tensor(1.0)), torch.tensor(1.0))  # 2 ULP high
-    verdict = judge_softmax(torch_softmax.SPEC, "cpu", x, -1, y, replay="here")
+    call = Call(x, -1, SOFTMAX, "cpu")
+    verdict = judge_softmax(torch_softmax.SPEC, call, y, replay="here")
     assert verdict.worst() == (1, 3) and not verdict.kernel.special[1, 3]
     assert "worst element: row 1, column 3:" in verdict.explain()
     assert (worst_element(verdict)["row"], worst_element(verdict)["column"]) == (1, 3)
-    within = judge_softmax(torch_softmax.SPEC, "cpu", x, -1, torch.softmax(x, -1), replay="here")
+    within = judge_softmax(torch_softmax.SPEC, call, torch.softmax(x, -1), replay="here")
     assert not within.kernel.special[within.worst()]  # nothing beyond: the judged element nearest its bound
 
 
