@@ -23,8 +23,9 @@ class Declared(Operation):
     """An operation (what it computes: :class:`oracles.call.Operation`), how a kernel declares and runs it, and
     how the suite tests it."""
 
-    # The Capabilities flag that declares it (a kernel without the flag skips its tests); None: every kernel has it.
-    flag: str | None
+    # The Capabilities flags that declare it, all of them (a kernel without one skips its tests); none: every
+    # kernel has it.
+    flags: tuple[str, ...]
     # The KernelSpec callable that runs it: "softmax" (x, dim), "log_softmax" (x, dim) or "masked_softmax"
     # (x, mask, dim); out_dtype=, when the entry has one, is passed as a keyword.
     runs: str
@@ -35,11 +36,11 @@ class Declared(Operation):
     first: bool = False
 
 
-SOFTMAX = Declared(name="softmax", flag=None, runs="softmax", what="softmax", first=True)
-MASKED_SOFTMAX = Declared(name="masked_softmax", masked=True, flag="masked", runs="masked_softmax",
+SOFTMAX = Declared(name="softmax", flags=(), runs="softmax", what="softmax", first=True)
+MASKED_SOFTMAX = Declared(name="masked_softmax", masked=True, flags=("masked",), runs="masked_softmax",
                           what="masked softmax")
-LOG_SOFTMAX = Declared(name="log_softmax", log=True, flag="log_softmax", runs="log_softmax", what="log_softmax")
-SOFTMAX_FP32_OUT = Declared(name="softmax_fp32_out", out_dtype=torch.float32, flag="out_dtype", runs="softmax",
+LOG_SOFTMAX = Declared(name="log_softmax", log=True, flags=("log_softmax",), runs="log_softmax", what="log_softmax")
+SOFTMAX_FP32_OUT = Declared(name="softmax_fp32_out", out_dtype=torch.float32, flags=("out_dtype",), runs="softmax",
                             what="out_dtype", dtypes=(torch.float16, torch.bfloat16))
 
 OPERATIONS = {op.name: op for op in (SOFTMAX, MASKED_SOFTMAX, LOG_SOFTMAX, SOFTMAX_FP32_OUT)}

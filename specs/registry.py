@@ -171,8 +171,8 @@ class KernelSpec:
 
 
 def declares(capabilities: Capabilities, operation: Declared) -> bool:
-    """Whether ``capabilities`` declare ``operation`` (by its flag; the one without a flag, always)."""
-    return operation.flag is None or getattr(capabilities, operation.flag)
+    """Whether ``capabilities`` declare ``operation``: every flag of its entry is set."""
+    return all(getattr(capabilities, flag) for flag in operation.flags)
 
 
 def optional_callables() -> dict[str, list[Declared]]:
@@ -189,7 +189,7 @@ def register(spec: KernelSpec) -> KernelSpec:
         raise ValueError(f"a kernel named {spec.name!r} is already registered")
     for runs, operations in optional_callables().items():
         if any(spec.declares(op) for op in operations) != (getattr(spec, runs) is not None):
-            flags = " or ".join(f"capabilities.{op.flag}" for op in operations)
+            flags = " or ".join(" and ".join(f"capabilities.{flag}" for flag in op.flags) for op in operations)
             raise ValueError(f"{spec.name}: {flags} must match whether {runs} is given")
     _REGISTRY[spec.name] = spec
     return spec

@@ -2,8 +2,9 @@
 
 For each kernel the inputs come from its declared capabilities; a catalog
 input outside them must be refused with the error the capabilities name.
-A test judges one kernel, operation and dtype (so that no test runs for
-minutes on a device, where each shape costs a Triton compile).  It first draws
+A test judges one kernel, operation (``specs/operations.py``) and dtype (so
+that no test runs for minutes on a device, where each shape costs a Triton
+compile); a kernel that does not declare the operation or the dtype skips it.  It first draws
 every cell of its coverage matrix that the kernel's capabilities allow
 (:mod:`harness.coverage`), and fails if one stayed empty;
 then Hypothesis's target phase climbs toward the largest error-to-bound ratio
@@ -28,7 +29,7 @@ from harness.replay import PREFIX, command
 from harness.strategies import Case, cases
 from oracles.call import Call
 from oracles.formats import format_of
-from specs.operations import LOG_SOFTMAX, MASKED_SOFTMAX, SOFTMAX, SOFTMAX_FP32_OUT, Declared
+from specs.operations import MASKED_SOFTMAX, OPERATIONS, Declared
 
 
 @dataclass
@@ -75,8 +76,11 @@ def examples(kernel, backend, op: Declared, dtype) -> list[Case]:
     return catalog + [c for c in sweep if c.dtype == dtype]
 
 
-def per_dtype(op: Declared):
-    return pytest.mark.parametrize("dtype", op.dtypes, ids=[str(format_of(d)) for d in op.dtypes])
+def accuracy_tests() -> list:
+    """One test per operation (``specs/operations.py``) and dtype it is tested in, marked ``first`` where its entry
+    says so, in the table's order."""
+    return [pytest.param(op, dtype, id=f"{op.name}-{format_of(dtype)}", marks=[pytest.mark.first] if op.first else [])
+            for op in OPERATIONS.values() for dtype in op.dtypes]
 
 
 def run_op(kernel, backend, op: Declared, dtype, note, accuracy_record, request) -> None:
@@ -105,31 +109,11 @@ def run_op(kernel, backend, op: Declared, dtype, note, accuracy_record, request)
                              f"e.g. {missing[:5]}")
 
 
-@pytest.mark.first
-@per_dtype(SOFTMAX)
-def test_softmax_within_derived_bound(kernel, backend, dtype, note, accuracy_record, request):
-    run_op(kernel, backend, SOFTMAX, dtype, note, accuracy_record, request)
-
-
-@per_dtype(MASKED_SOFTMAX)
-def test_masked_softmax_within_derived_bound(kernel, backend, dtype, note, accuracy_record, request):
-    if not kernel.capabilities.masked:
-        pytest.skip(f"{kernel.name} declares no masked softmax")
-    run_op(kernel, backend, MASKED_SOFTMAX, dtype, note, accuracy_record, request)
-
-
-@per_dtype(LOG_SOFTMAX)
-def test_log_softmax_within_derived_bound(kernel, backend, dtype, note, accuracy_record, request):
-    if not kernel.capabilities.log_softmax:
-        pytest.skip(f"{kernel.name} declares no log_softmax")
-    run_op(kernel, backend, LOG_SOFTMAX, dtype, note, accuracy_record, request)
-
-
-@per_dtype(SOFTMAX_FP32_OUT)
-def test_fp32_output_of_half_input_within_derived_bound(kernel, backend, dtype, note, accuracy_record, request):
-    if not kernel.capabilities.out_dtype:
-        pytest.skip(f"{kernel.name} declares no out_dtype")
-    run_op(kernel, backend, SOFTMAX_FP32_OUT, dtype, note, accuracy_record, request)
+@pytest.mark.parametrize("op,dtype", accuracy_tests())
+def test_output_within_derived_bound(kernel, backend, op, dtype, note, accuracy_record, request):
+    if not kernel.declares(op):
+        pytest.skip(f"{kernel.name} declares no {op.what}")
+    run_op(kernel, backend, op, dtype, note, accuracy_record, request)
 
 
 @pytest.mark.first
