@@ -42,7 +42,7 @@ def row_softmax_kernel(y_ptr, x_ptr, n_cols, x_row_stride, y_row_stride, BLOCK: 
 
 
 CAPABILITIES = Capabilities(
-    dtypes=HALF_AND_SINGLE, ranks=frozenset({2}), last_dim_only=True, unit_column_stride=True,
+    dtypes=HALF_AND_SINGLE, ranks=frozenset({2}), last_dim_only=True, unit_row_stride=True,
     max_row_length={"cpu": 4096, "cuda": 4096, "npu": 4096},
 )
 

@@ -42,7 +42,7 @@ def as_rows(t: torch.Tensor, dim: int) -> torch.Tensor:
 
 
 @dataclass(frozen=True)
-class Errors:
+class Measurement:
     """One implementation's output against the oracle, element by element (rows layout).
 
     Its derived arrays and statistics are computed once: the verdict, the record and Hypothesis's
@@ -97,8 +97,9 @@ class Errors:
         }
 
 
-def measure(name: str, call: Call, y: torch.Tensor, oracle: OracleResult, profile: PrecisionProfile) -> Errors:
-    """Errors of ``y`` (an implementation's result for ``call``) against ``oracle``, the bounds derived from ``profile``.
+def measure(name: str, call: Call, y: torch.Tensor, oracle: OracleResult, profile: PrecisionProfile) -> Measurement:
+    """The errors of ``y`` (an implementation's result for ``call``) against ``oracle``, and the bounds derived from
+    ``profile``.
 
     A result equal to the correctly rounded value is never beyond its bound; where
     that value overflowed to an infinity, its fractional error counts as 0.5.
@@ -109,7 +110,7 @@ def measure(name: str, call: Call, y: torch.Tensor, oracle: OracleResult, profil
     ulps = ulp_distance(outputs, expected).numpy()
     fractional = fractional_ulp_error(outputs.double().numpy(), oracle.exact, fmt)
     bound = log_softmax_bound if call.log else softmax_bound
-    return Errors(
+    return Measurement(
         name, profile, outputs, ulps=ulps,
         fractional=np.where((ulps == 0) & np.isinf(fractional), 0.5, fractional),
         bound=bound(as_rows(call.logits, call.dim).double().numpy(), oracle.exact, fmt, profile),
@@ -119,8 +120,8 @@ def measure(name: str, call: Call, y: torch.Tensor, oracle: OracleResult, profil
 @dataclass
 class Judgement:
     call: Call  # what was judged
-    kernel: Errors
-    peer: Errors
+    kernel: Measurement
+    peer: Measurement
     fmt: Format
     inputs: torch.Tensor  # rows, CPU
     logits: torch.Tensor  # the rows as the oracle saw them (masked entries -inf), CPU

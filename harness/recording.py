@@ -14,11 +14,11 @@ from oracles.formats import format_of
 from report.records import ERROR_FIELDS, record
 from report.summary import ulp_histogram
 
-from .judge import Errors, Judgement
+from .judge import Judgement, Measurement
 from .strategies import Case
 
 
-def error_statistics(errors: Errors, exact: np.ndarray) -> dict:
+def error_statistics(errors: Measurement, exact: np.ndarray) -> dict:
     """Statistics of one implementation's output; ``allclose`` uses torch.testing's default tolerances."""
     stats = errors.summary()
     judged = ~errors.special

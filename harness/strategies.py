@@ -618,7 +618,7 @@ def cases(draw, capabilities: Capabilities, backend: str, *, dtypes=None, masked
         dim=dim,
         dtype=dtype,
         values=draw(value_classes()),
-        layout=draw(layouts(len(shape), dim, unit_row_stride=capabilities.unit_column_stride,
+        layout=draw(layouts(len(shape), dim, unit_row_stride=capabilities.unit_row_stride,
                             expandable=not capabilities.in_place)),
         specials=draw(special_values()) if specials else NO_SPECIALS,
         mask=draw(masks()) if masked else None,

@@ -73,7 +73,7 @@ class Capabilities(InputLimits):
     """What a kernel claims to handle; everything else must raise.
 
     The input limits (:class:`kernels.limits.InputLimits`: ``dtypes``, ``ranks``,
-    ``last_dim_only``, ``unit_column_stride``, ``max_row_length``, ``max_offset``,
+    ``last_dim_only``, ``unit_row_stride``, ``max_row_length``, ``max_offset``,
     ``empty_rows``, ``in_place``) say which inputs it takes, and ``refusal`` the
     error any other input must raise.  A kernel not ``in_place`` must leave its
     inputs bit for bit unchanged (:mod:`harness.calls`).  On top of those limits:

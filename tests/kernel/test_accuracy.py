@@ -47,7 +47,9 @@ class Worst:
             note(f"worst {what} input, {dtype}: {line}")
 
 
-def check(kernel, backend, op: Declared, case: Case, worst: Worst, record, drawn: coverage.Drawn, fixed: set) -> None:
+def judge_case(kernel, backend, op: Declared, case: Case, worst: Worst, record, drawn: coverage.Drawn,
+               fixed: set) -> None:
+    """Run and judge one case of ``op`` (or expect its refusal), record it, and aim the search at its worst error."""
     x, mask = case.make(backend.device)
     call = Call(x, case.dim, op, backend.name, mask)
     replay_command = command(kernel, backend.name, op.name, case)
@@ -94,7 +96,7 @@ def run_op(kernel, backend, op: Declared, dtype, note, accuracy_record, request)
     @given(case=cases(kernel.capabilities, backend.name, masked=op.masked, dtypes=(dtype,)))
     @soak.timeboxed
     def one_case(case):
-        check(kernel, backend, op, case, worst, accuracy_record, drawn, fixed)
+        judge_case(kernel, backend, op, case, worst, accuracy_record, drawn, fixed)
 
     for case in fixed_inputs:
         one_case = example(case=case)(one_case)
@@ -122,9 +124,9 @@ def test_masked_rows_keeping_only_nan_are_nan_on_every_path(kernel, backend):
     NaN), but its masked softmax is NaN: at every row length where the kernel changes code path."""
     if not kernel.capabilities.masked:
         pytest.skip(f"{kernel.name} declares no masked softmax")
-    caps = kernel.capabilities
-    limit = caps.row_limit(backend.name) or 1 << 20  # three rows: no size cap needed
-    lengths = sorted({n for b in caps.path_boundaries.get(backend.name, ()) for n in (b, b + 1)} | {2})
+    capabilities = kernel.capabilities
+    limit = capabilities.row_limit(backend.name) or 1 << 20  # three rows: no size cap needed
+    lengths = sorted({n for b in capabilities.path_boundaries.get(backend.name, ()) for n in (b, b + 1)} | {2})
     for n in [n for n in lengths if n <= limit]:
         x = torch.full((3, n), -1.0, device=backend.device)
         x[:, n // 2] = torch.nan

@@ -61,8 +61,8 @@ def allowed_errors(verdict) -> np.ndarray:
 
 
 def rows_kernel_applies(kernel) -> bool:
-    caps = kernel.capabilities
-    return caps.ranks is None or 2 in caps.ranks
+    capabilities = kernel.capabilities
+    return capabilities.ranks is None or 2 in capabilities.ranks
 
 
 def input_space(kernel, backend, copies: int = 1):

@@ -36,12 +36,12 @@ def rule_input(rule: semantics.Rule, masked: bool, dtype: torch.dtype) -> tuple[
 def test_special_case_results_are_exact(kernel, backend, rule, op):
     if not kernel.declares(op):
         pytest.skip(f"{kernel.name} declares no {op.what}")
-    caps = kernel.capabilities
-    dtype = torch.float32 if torch.float32 in caps.dtypes else sorted(caps.dtypes, key=str)[0]
+    capabilities = kernel.capabilities
+    dtype = torch.float32 if torch.float32 in capabilities.dtypes else sorted(capabilities.dtypes, key=str)[0]
     x, keep = rule_input(rule, op.masked, dtype)
     x = x.to(backend.device)
     keep = None if keep is None else keep.to(backend.device)
-    refusal = caps.refusal(x, 1)
+    refusal = capabilities.refusal(x, 1)
     if refusal is not None:
         pytest.skip(f"{kernel.name} refuses the rule's input: {refusal}")
     y = kernel.run(Call(x, 1, op, backend.name, keep)).cpu()
