@@ -42,7 +42,7 @@ def row_softmax_kernel(y_ptr, x_ptr, n_cols, x_row_stride, y_row_stride, BLOCK: 
 
 
 CAPABILITIES = Capabilities(
-    dtypes=HALF_AND_SINGLE, ranks=frozenset({2}), last_dim_only=True, unit_column_stride=True,
+    dtypes=HALF_AND_SINGLE, ranks=frozenset({2}), last_dim_only=True, unit_row_stride=True,
     max_row_length={"cpu": 4096, "cuda": 4096, "npu": 4096},
 )
 
@@ -56,9 +56,10 @@ def launch(x: torch.Tensor, dim: int, half_sum: bool) -> torch.Tensor:
     return y
 
 
-def precision(backend: str, x: torch.Tensor, dim: int, log: bool = False):
-    """fp32 Triton arithmetic, one tl.sum per row over the padded block, Triton's default 4 warps."""
-    return triton_block_profile(backend, num_warps=4)
+def precision(call):
+    """fp32 Triton arithmetic, one tl.sum per row over the padded block, Triton's default 4 warps, whatever the call
+    (``call``: an oracles.call.Call, with its input, dim, operation, mask and backend)."""
+    return triton_block_profile(call.backend, num_warps=4)
 
 
 def softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:

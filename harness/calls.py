@@ -353,7 +353,9 @@ class Guard:
 
 
 def guarded(spec: KernelSpec, guard: Guard) -> KernelSpec:
-    """``spec`` with each of its callables going through ``guard``."""
+    """``spec`` with each of its callables (those of ``specs.operations``) going through ``guard``."""
+    from specs.operations import OPERATIONS  # here: the kernels import triton, which the backend sets up first
+
     def wrap(op: str, function):
         if function is None:
             return None
@@ -365,5 +367,4 @@ def guarded(spec: KernelSpec, guard: Guard) -> KernelSpec:
         call.__wrapped__ = function
         return call
 
-    return replace(spec, softmax=wrap("softmax", spec.softmax), log_softmax=wrap("log_softmax", spec.log_softmax),
-                   masked_softmax=wrap("masked_softmax", spec.masked_softmax))
+    return replace(spec, **{runs: wrap(runs, getattr(spec, runs)) for runs in {op.runs for op in OPERATIONS.values()}})

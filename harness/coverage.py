@@ -123,7 +123,7 @@ def space(capabilities: Capabilities, backend: str, dtypes, *, specials: bool = 
         top = longest_row(capabilities, backend, dtype, caps)
         cells = [band_label(lo, hi) for lo, hi in BANDS if lo <= top] + [c for c, m in beside(boundaries) if m <= top]
         lengths[str(format_of(dtype))] = tuple(cells)
-    unit = capabilities.unit_column_stride
+    unit = capabilities.unit_row_stride
     layouts = tuple(k for k in LAYOUT_CLASSES if not (k == "expanded" and capabilities.in_place)  # nowhere to write
                     and any(layout_of_kind(k, r, d, unit_row_stride=unit) for r, d in ranks_and_dims(capabilities)))
     classes = {"values": tuple(VALUE_CLASSES), "layouts": layouts,
@@ -181,7 +181,7 @@ def sweep(capabilities: Capabilities, backend: str, dtypes, *, masked: bool = Fa
     caps = size or SIZE_CAPS[backend]
     boundaries = capabilities.path_boundaries.get(backend, ())
     allowed = space(capabilities, backend, dtypes, specials=specials, size=caps)
-    unit = capabilities.unit_column_stride
+    unit = capabilities.unit_row_stride
     layout_options = {k: [(r, d, layout) for r, d in ranks_and_dims(capabilities)
                           if (layout := layout_of_kind(k, r, d, unit_row_stride=unit))]
                       for k in allowed.classes["layouts"]}

@@ -21,6 +21,7 @@ import torch
 
 from oracles import correctly_rounded, semantics
 from oracles.bounds import PrecisionProfile, log_softmax_bound, softmax_bound
+from oracles.call import Call
 from oracles.correctly_rounded import OracleResult
 from oracles.formats import Format, format_of
 from oracles.ulp import UNRELATED, fractional_ulp_error, ulp_distance
@@ -28,7 +29,6 @@ from specs import torch_softmax
 from specs.registry import KernelSpec, unknown_profile
 
 from .calls import ContractBroken, SuiteFailure, describe_input  # noqa: F401  (the tests import describe_input here)
-from .strategies import TESTED_DTYPES
 
 
 class BeyondBound(SuiteFailure):
@@ -42,7 +42,7 @@ def as_rows(t: torch.Tensor, dim: int) -> torch.Tensor:
 
 
 @dataclass(frozen=True)
-class Errors:
+class Measurement:
     """One implementation's output against the oracle, element by element (rows layout).
 
     Its derived arrays and statistics are computed once: the verdict, the record and Hypothesis's
@@ -97,30 +97,31 @@ class Errors:
         }
 
 
-def measure(name: str, x: torch.Tensor, dim: int, y: torch.Tensor, oracle: OracleResult,
-            profile: PrecisionProfile, *, log: bool = False) -> Errors:
-    """Errors of ``y`` (an implementation's softmax, or log_softmax, of ``x`` along ``dim``) against ``oracle``.
+def measure(name: str, call: Call, y: torch.Tensor, oracle: OracleResult, profile: PrecisionProfile) -> Measurement:
+    """The errors of ``y`` (an implementation's result for ``call``) against ``oracle``, and the bounds derived from
+    ``profile``.
 
     A result equal to the correctly rounded value is never beyond its bound; where
     that value overflowed to an infinity, its fractional error counts as 0.5.
     """
     fmt = format_of(y.dtype)
-    outputs = as_rows(y, dim)
+    outputs = as_rows(y, call.dim)
     expected = torch.from_numpy(oracle.rounded).to(fmt.dtype)
     ulps = ulp_distance(outputs, expected).numpy()
     fractional = fractional_ulp_error(outputs.double().numpy(), oracle.exact, fmt)
-    bound = log_softmax_bound if log else softmax_bound
-    return Errors(
+    bound = log_softmax_bound if call.log else softmax_bound
+    return Measurement(
         name, profile, outputs, ulps=ulps,
         fractional=np.where((ulps == 0) & np.isinf(fractional), 0.5, fractional),
-        bound=bound(as_rows(x, dim).double().numpy(), oracle.exact, fmt, profile),
+        bound=bound(as_rows(call.logits, call.dim).double().numpy(), oracle.exact, fmt, profile),
     )
 
 
 @dataclass
 class Judgement:
-    kernel: Errors
-    peer: Errors
+    call: Call  # what was judged
+    kernel: Measurement
+    peer: Measurement
     fmt: Format
     inputs: torch.Tensor  # rows, CPU
     logits: torch.Tensor  # the rows as the oracle saw them (masked entries -inf), CPU
@@ -188,28 +189,8 @@ def non_finite(summary: dict) -> str:
     return f", {n} NaN or inf where the oracle's result is finite (or the reverse)" if n else ""
 
 
-@dataclass(frozen=True)
-class Op:
-    """One operation a kernel may declare: its record name and how to call and judge it."""
-
-    name: str
-    log: bool = False
-    masked: bool = False
-    out_dtype: torch.dtype | None = None
-    dtypes: tuple = TESTED_DTYPES
-
-
-SOFTMAX = Op("softmax")
-MASKED = Op("masked_softmax", masked=True)
-LOG = Op("log_softmax", log=True)
-FP32_OUT = Op("softmax_fp32_out", out_dtype=torch.float32, dtypes=(torch.float16, torch.bfloat16))
-
-
-OPS = {op.name: op for op in (SOFTMAX, MASKED, LOG, FP32_OUT)}
-
-
-def expect_refusal(kernel: KernelSpec, call, x: torch.Tensor, dim: int, refusal: Exception, judge=None) -> None:
-    """``call()`` runs the kernel on (x, dim), outside its capabilities.
+def expect_refusal(kernel: KernelSpec, call: Call, refusal: Exception, judge=None) -> None:
+    """``call`` is outside the kernel's capabilities.
 
     This project's kernels must refuse with the clear error ``refusal`` names.  A user's
     kernel may refuse as torch does, with any exception; if it returns numbers instead,
@@ -219,17 +200,17 @@ def expect_refusal(kernel: KernelSpec, call, x: torch.Tensor, dim: int, refusal:
     """
     if kernel.clear_refusals:
         with pytest.raises(type(refusal)):
-            call()
+            kernel.run(call)
         return
     try:
-        y = call()
+        y = kernel.run(call)
     except ContractBroken:
         raise
     except Exception:  # noqa: BLE001  (torch refuses with IndexError, RuntimeError, NotImplementedError)
         return
-    assert accepted_by_torch(x, dim), \
+    assert accepted_by_torch(call.x, call.dim), \
         f"{kernel.name} returned numbers for an input outside its declared capabilities ({refusal})"
-    if judge is not None and x.is_floating_point() and x.numel():  # an empty result holds nothing to judge
+    if judge is not None and call.x.is_floating_point() and call.x.numel():  # an empty result holds nothing to judge
         judge(y).check(f"{kernel.name} returned numbers for an input outside its declared capabilities ({refusal}), "
                        "judged with the loosest known arithmetic:\n")
 
@@ -247,31 +228,21 @@ def accepted_by_torch(x: torch.Tensor, dim: int) -> bool:
     return True
 
 
-def run_kernel(kernel: KernelSpec, x: torch.Tensor, dim: int, mask: torch.Tensor | None = None, *,
-               log: bool = False, out_dtype: torch.dtype | None = None) -> torch.Tensor:
-    """The kernel's softmax, log_softmax or masked softmax, in ``out_dtype`` when one is asked for."""
-    extra = {} if out_dtype is None else {"out_dtype": out_dtype}
-    if mask is not None:
-        return kernel.masked_softmax(x, mask, dim, **extra)
-    return (kernel.log_softmax if log else kernel.softmax)(x, dim, **extra)
-
-
-def judge_softmax(kernel: KernelSpec, backend: str, x: torch.Tensor, dim: int, y: torch.Tensor, *,
-                  mask: torch.Tensor | None = None, log: bool = False, out_dtype: torch.dtype | None = None,
-                  replay: str, command: str | None = None) -> Judgement:
-    """Judge ``y``, the kernel's (masked, log) softmax of ``x`` on ``backend``, with torch as the peer."""
-    expected_dtype = out_dtype or x.dtype
+def judge_softmax(kernel: KernelSpec, call: Call, y: torch.Tensor, *, replay: str,
+                  command: str | None = None) -> Judgement:
+    """Judge ``y``, the kernel's result for ``call``, with torch as the peer."""
+    x, expected_dtype = call.x, call.result_dtype
     if y.shape != x.shape or y.dtype != expected_dtype:
         raise BeyondBound(f"{kernel.name}: output {tuple(y.shape)} {y.dtype}, expected {tuple(x.shape)} "
                           f"{expected_dtype}; replay: {replay}", command)
-    oracle = correctly_rounded.softmax(x, dim, log=log, mask=mask, out_dtype=out_dtype)
-    logits = x if mask is None else x.masked_fill(~mask, -torch.inf)  # what the bound and the special cases see
+    oracle = correctly_rounded.softmax(call)
     peer = torch_softmax.SPEC
-    peer_y = run_kernel(peer, x, dim, mask, log=log, out_dtype=out_dtype)
-    inputs = as_rows(x, dim)
+    inputs = as_rows(x, call.dim)
     return Judgement(
-        kernel=measure(kernel.name, logits, dim, y, oracle, kernel.precision(backend, x, dim, log), log=log),
-        peer=measure(peer.name, logits, dim, peer_y, oracle, peer.precision(backend, x, dim, log), log=log),
-        fmt=format_of(expected_dtype), inputs=inputs, logits=inputs if mask is None else as_rows(logits, dim),
+        call=call,
+        kernel=measure(kernel.name, call, y, oracle, kernel.precision(call)),
+        peer=measure(peer.name, call, peer.run(call), oracle, peer.precision(call)),
+        fmt=format_of(expected_dtype), inputs=inputs,
+        logits=inputs if call.mask is None else as_rows(call.logits, call.dim),
         rounded=oracle.rounded, exact=oracle.exact, escalated=oracle.escalated, replay=replay, command=command,
     )

@@ -14,11 +14,11 @@ from oracles.formats import format_of
 from report.records import ERROR_FIELDS, record
 from report.summary import ulp_histogram
 
-from .judge import Errors, Judgement
+from .judge import Judgement, Measurement
 from .strategies import Case
 
 
-def error_statistics(errors: Errors, exact: np.ndarray) -> dict:
+def error_statistics(errors: Measurement, exact: np.ndarray) -> dict:
     """Statistics of one implementation's output; ``allclose`` uses torch.testing's default tolerances."""
     stats = errors.summary()
     judged = ~errors.special
@@ -49,15 +49,15 @@ def worst_element(verdict: Judgement) -> dict | None:
     }
 
 
-def make_record(kernel: str, backend, case: Case, op: str, verdict: Judgement, *, fixed: bool = False) -> dict:
-    """The record of judging ``kernel`` on ``case`` (``op``: "softmax" or "masked_softmax"); ``fixed``: the case
-    is one of the inputs every run draws (the coverage sweep, the catalog), not one Hypothesis searched for."""
+def make_record(kernel: str, backend, case: Case, verdict: Judgement, *, fixed: bool = False) -> dict:
+    """The record of judging ``kernel`` on ``case`` (its call, the verdict's: operation and all); ``fixed``: the
+    case is one of the inputs every run draws (the coverage sweep, the catalog), not one Hypothesis searched for."""
     return record(
         inputs="fixed" if fixed else "search",
         kernel=kernel,
         backend=backend.name,
         device=backend.device_name,
-        op=op,
+        op=verdict.call.operation.name,
         dtype=str(format_of(case.dtype)),
         shape=list(case.shape),
         dim=case.dim,

@@ -232,8 +232,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m harness.replay", description=__doc__.split("\n")[0])
     parser.add_argument("--kernel", required=True, help="a registered name, 'torch', or package.module:function")
     parser.add_argument("--device", default="auto", choices=CHOICES)
-    parser.add_argument("--op", default="softmax", choices=("softmax", "masked_softmax", "log_softmax",
-                                                            "softmax_fp32_out"))
+    parser.add_argument("--op", default="softmax",
+                        help="the operation, as records name it (specs/operations.py): softmax, masked_softmax, ...")
     parser.add_argument("--call-timeout", type=float, metavar="SECONDS",
                         help="the watchdog's limit on the kernel call (default: the suite's for the device; 0: none)")
     parser.add_argument("case", help="the Case(...) the failure printed")
@@ -243,9 +243,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         backend = activate(args.device)  # before the kernels import triton
         import specs
+        from oracles.call import Call
+        from specs.operations import OPERATIONS
 
         from .calls import Breadcrumbs, ContractBroken, Guard, KernelHang, Outputs, Watchdog, guarded
-        from .judge import OPS, describe_input, judge_softmax, run_kernel, unknown_construction
+        from .judge import describe_input, judge_softmax, unknown_construction
         from .session import CALL_GRACE, CALL_TIMEOUT
 
         limit = CALL_TIMEOUT[backend.name] if args.call_timeout is None else args.call_timeout
@@ -255,12 +257,18 @@ def main(argv: list[str] | None = None) -> int:
         case = parse_case(args.case)
     except (BackendError, ValueError) as error:
         parser.error(str(error))
-    op = OPS[args.op]
+    if args.op not in OPERATIONS:
+        parser.error(f"argument --op: invalid choice: {args.op!r} (choose from {', '.join(OPERATIONS)})")
+    op = OPERATIONS[args.op]
     x, mask = case.make(backend.device)
+    try:
+        call = Call(x, case.dim, op, backend.name, mask)
+    except ValueError as error:  # a case without a mask for a masked operation, or the reverse
+        parser.error(f"CASE: {error}")
     print(f"{kernel.name}, {op.name} on {backend.name} ({backend.device_name}): {describe_input(x, case.dim)}")
     refusal = kernel.capabilities.refusal(x, case.dim)
     try:
-        y = run_kernel(kernel, x, case.dim, mask, log=op.log, out_dtype=op.out_dtype)
+        y = kernel.run(call)
     except (ContractBroken, KernelHang) as error:  # it changed its input, reused an output, hung, raised inside
         print(error)
         return 1
@@ -273,8 +281,7 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         print("judged with the loosest known arithmetic:")
         kernel = unknown_construction(kernel)
-    verdict = judge_softmax(kernel, backend.name, x, case.dim, y, mask=mask, log=op.log, out_dtype=op.out_dtype,
-                            replay=f"{case!r} -> {describe_input(x, case.dim)}")
+    verdict = judge_softmax(kernel, call, y, replay=f"{case!r} -> {describe_input(x, case.dim)}")
     print(verdict.explain())
     return 0 if verdict.ok else 1
 

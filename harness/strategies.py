@@ -42,9 +42,9 @@ import torch
 from hypothesis import strategies as st
 
 from oracles import semantics
+from specs.operations import TESTED_DTYPES
 from specs.registry import Capabilities
 
-TESTED_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 PRIMES = (2, 3, 5, 7, 13, 31, 61, 127, 251, 509, 1021, 2039, 4093, 8191, 16381, 32749, 65521)
 
 
@@ -618,7 +618,7 @@ def cases(draw, capabilities: Capabilities, backend: str, *, dtypes=None, masked
         dim=dim,
         dtype=dtype,
         values=draw(value_classes()),
-        layout=draw(layouts(len(shape), dim, unit_row_stride=capabilities.unit_column_stride,
+        layout=draw(layouts(len(shape), dim, unit_row_stride=capabilities.unit_row_stride,
                             expandable=not capabilities.in_place)),
         specials=draw(special_values()) if specials else NO_SPECIALS,
         mask=draw(masks()) if masked else None,

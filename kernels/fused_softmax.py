@@ -49,7 +49,7 @@ LIMITS = InputLimits(
     dtypes=HALF_AND_SINGLE,
     ranks=frozenset({2}),
     last_dim_only=True,
-    unit_column_stride=True,  # the kernel adds col_offsets to the row pointer as if stride were 1
+    unit_row_stride=True,  # the kernel adds col_offsets to the row pointer as if stride were 1
     # One block per row.  The interpreter takes Triton's largest block.  On an H100
     # (Triton 3.6) compiling the block takes 3.8 s at 2^16, 11 s at 2^17, 60 s at
     # 2^18 and over 8 minutes at 2^20 (docs/h100-precision-probe.log), so CUDA

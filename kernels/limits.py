@@ -26,7 +26,7 @@ class InputLimits:
     dtypes: frozenset[torch.dtype] = FLOATING  # the dtypes of x it takes
     ranks: frozenset[int] | None = None  # the ranks of x it takes; None: any rank >= 1
     last_dim_only: bool = False  # True: dim must be the last dimension
-    unit_column_stride: bool = False  # True: the softmax dim must have stride 1
+    unit_row_stride: bool = False  # True: the softmax dim must have stride 1
     # Device type ("cpu", "cuda", "npu") -> the longest row it handles there; a missing device type means no limit.
     max_row_length: Mapping[str, int] = field(default_factory=dict)
     max_offset: int | None = None  # the largest element offset its index arithmetic addresses (2**31 - 1: 32-bit)
@@ -56,7 +56,7 @@ class InputLimits:
         dim %= max(x.dim(), 1)
         if self.last_dim_only and dim != x.dim() - 1:
             return ValueError(f"dim must be the last dimension (-1 or {x.dim() - 1}); got {dim}")
-        if self.unit_column_stride and x.size(dim) > 1 and x.stride(dim) != 1:
+        if self.unit_row_stride and x.size(dim) > 1 and x.stride(dim) != 1:
             return ValueError(
                 f"x.stride({dim}) must be 1 (each row contiguous); got {x.stride(dim)}: pass x.contiguous()"
             )

@@ -53,6 +53,7 @@ import numpy as np
 import torch
 
 from . import mp_softmax
+from .call import Call
 from .formats import FP64, Format, format_of, round_float64
 from . import semantics
 
@@ -156,19 +157,17 @@ def softmax_rows(x: np.ndarray, fmt: Format, *, log: bool = False) -> OracleResu
     return OracleResult(rounded.reshape(x.shape), exact.reshape(x.shape), escalated)
 
 
-def softmax(
-    x: torch.Tensor, dim: int, *, log: bool = False, mask: torch.Tensor | None = None,
-    out_dtype: torch.dtype | None = None,
-) -> OracleResult:
-    """The oracle for ``torch.softmax(x, dim)`` (or log_softmax, or masked softmax).
+def softmax(call: Call) -> OracleResult:
+    """The oracle for ``call``: its softmax, log_softmax or masked softmax (``torch.softmax(x, dim)`` and kin).
 
     Results are laid out as rows: ``x.movedim(dim, -1)`` flattened to 2-D.  They
-    are rounded to ``out_dtype`` (default: x's dtype).  ``mask`` (bool, x's
-    shape, True = keep) makes masked entries -inf and fully masked rows zero.
+    are rounded to the call's output dtype (default: x's dtype).  A mask (bool,
+    x's shape, True = keep) makes masked entries -inf and fully masked rows zero.
     """
+    x, dim, mask = call.x, call.dim, call.mask
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"x must be a torch.Tensor; got {type(x).__name__}")
-    fmt = format_of(out_dtype or x.dtype)
+    fmt = format_of(call.result_dtype)
     format_of(x.dtype)
     if x.dim() == 0:
         raise ValueError("x must have at least one dimension (softmax runs along one)")
@@ -177,9 +176,7 @@ def softmax(
     moved = x.detach().to("cpu", torch.float64).movedim(dim, -1)
     rows = moved.reshape(math.prod(moved.shape[:-1]), moved.shape[-1]).numpy()
     if mask is None:
-        return softmax_rows(rows, fmt, log=log)
-    if log:
-        raise ValueError("mask is defined for softmax only, not log_softmax")
+        return softmax_rows(rows, fmt, log=call.log)
     if mask.dtype != torch.bool or mask.shape != x.shape:
         raise ValueError(f"mask must be a bool tensor of x's shape {tuple(x.shape)}; got {mask.dtype} {tuple(mask.shape)}")
     keep = mask.detach().to("cpu").movedim(dim, -1).reshape(rows.shape).numpy()

@@ -24,7 +24,6 @@ from __future__ import annotations
 from dataclasses import replace
 
 import torch
-import triton
 
 from kernels.full_softmax import host
 from kernels.full_softmax.arithmetic import ARITHMETIC_NAMES, arithmetic
@@ -32,6 +31,7 @@ from kernels.full_softmax.buffer_plan import INTERPRETER_BLOCK, largest_block
 from kernels.full_softmax.cuda_plan import GPU_CHUNKED_ROW_BYTES, GPU_MASKED_ROW_BYTES, GPU_ROW_ELEMENTS
 from kernels.full_softmax.plan import Plan
 from oracles.bounds import Arithmetic, PrecisionProfile, Reduction
+from oracles.call import Call
 from oracles.formats import FP64
 from oracles.profiles import INTERPRETER, TILE_SUM, TRITON_ASCEND, TRITON_NVIDIA
 
@@ -48,9 +48,8 @@ ASCEND_FAST = replace(TRITON_ASCEND, name="full_softmax on Ascend (unmeasured, c
                       log_result_ulps=1.0)
 
 # Keyed by (backend, mode): "wide" keeps the gap, exps and sums in float64 and rounds once;
-# "precise" and "fast" compute in fp32 with the gap's rounding recovered; "half" (half outputs,
-# whose rounding hides the gap's) does not.  A profile is chosen by the input's dtype, so "half"
-# also judges half inputs with fp32 output ("precise" or "fast"): each covers those too.
+# "precise" and "fast" compute in fp32 with the gap's rounding recovered (fp32 outputs, of fp32 or
+# half inputs, which fp32 holds exactly); "half" (half outputs, whose rounding hides the gap's) does not.
 ARITHMETIC = {
     ("cpu", "wide"): Arithmetic(
         "full_softmax under the interpreter (float64 gap, exp, sum and log)", exp_ulps=1.0, exp_ulps_per_gap=0.0,
@@ -106,26 +105,21 @@ def reduction(p: Plan, n: int, kind: str) -> Reduction:
                      chunks=1 if p.path == "single" else p.chunks(n), spans=p.splits)
 
 
-def precision(backend: str, x: torch.Tensor, dim: int, log: bool = False) -> PrecisionProfile:
-    """The call's arithmetic, and the reduction of its path.
+def precision(call: Call) -> PrecisionProfile:
+    """The arithmetic and the reduction of the path the kernel takes for ``call``.
 
-    The judge does not say whether a call is masked, and on CUDA a masked call may take another
-    plan (gpu_plan): the reduction given bounds both, with the fewer warps, the wider tile and
-    the more chunks and spans of the two (tests/suite/test_devices.py checks its depth and rescales).
+    Both follow from the call as the host code decides them (``kernels/full_softmax/host.py``): the plan
+    from the shape, dim, device, element size and whether the call is masked (on CUDA a masked call may
+    take another plan, ``gpu_plan``), the arithmetic from the device, the operation and the output dtype
+    (a half input with fp32 output computes as an fp32 output does).
     """
+    x = call.x
     shape = tuple(x.shape) or (1,)
-    n = shape[dim % len(shape)]
-    kind = TILE_SUM.get(backend, "sequential")
-    trees = [reduction(host.plan(shape, dim % len(shape), x.device, x.element_size(), masked), n, kind)
-             for masked in (False, True)]
-    chunks, spans = max(tree.chunks for tree in trees), max(tree.spans for tree in trees)
-    widest = max(tree.block or triton.next_power_of_2(max(n, 1)) for tree in trees)
-    # For a half input with fp32 output this names the half output's (looser, still valid) arithmetic.
-    mode = ARITHMETIC_NAMES[arithmetic(x.device, log, x.dtype)]
-    return PrecisionProfile(ARITHMETIC[backend, mode],
-                            Reduction(kind, num_warps=min(tree.num_warps for tree in trees),
-                                      rows=max(tree.rows for tree in trees),
-                                      block=None if chunks == spans == 1 else widest, chunks=chunks, spans=spans))
+    dim = call.dim % len(shape)
+    kind = TILE_SUM.get(call.backend, "sequential")
+    tree = reduction(host.plan(shape, dim, x.device, x.element_size(), call.mask is not None), shape[dim], kind)
+    mode = ARITHMETIC_NAMES[arithmetic(x.device, call.log, call.result_dtype)]
+    return PrecisionProfile(ARITHMETIC[call.backend, mode], tree)
 
 
 SPEC = register(KernelSpec(

@@ -1,9 +1,8 @@
 """The record of fused_softmax (``kernels/fused_softmax.py``), the source documents' kernel as they wrote it."""
 
-import torch
-
 from kernels import fused_softmax
 from oracles.bounds import PrecisionProfile
+from oracles.call import Call
 from oracles.profiles import triton_block_profile
 
 from .registry import ALL_INVARIANCES, Capabilities, KernelSpec, register
@@ -14,9 +13,9 @@ CAPABILITIES = Capabilities.extending(
 )
 
 
-def precision(backend: str, x: torch.Tensor, dim: int, log: bool = False) -> PrecisionProfile:
+def precision(call: Call) -> PrecisionProfile:
     """One tl.sum per row over the padded block, Triton's default 4 warps."""
-    return triton_block_profile(backend, num_warps=4)
+    return triton_block_profile(call.backend, num_warps=4)
 
 
 SPEC = register(KernelSpec(

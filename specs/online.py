@@ -8,6 +8,7 @@ import torch
 
 from kernels import online
 from oracles.bounds import PrecisionProfile, Reduction
+from oracles.call import Call
 from oracles.profiles import TILE_SUM
 
 from . import full_softmax
@@ -23,11 +24,11 @@ CAPABILITIES = Capabilities.extending(
 )
 
 
-def precision(backend: str, x: torch.Tensor, dim: int, log: bool = False) -> PrecisionProfile:
+def precision(call: Call) -> PrecisionProfile:
     """float64 throughout; tiles of TILE summed by one tl.sum each (4 warps), folded with a rescale per tile."""
-    tiles = max(-(-x.shape[dim] // online.TILE), 1)
-    return PrecisionProfile(ARITHMETIC[backend],
-                            Reduction(TILE_SUM[backend], num_warps=4, block=online.TILE, chunks=tiles))
+    tiles = max(-(-call.x.shape[call.dim] // online.TILE), 1)
+    return PrecisionProfile(ARITHMETIC[call.backend],
+                            Reduction(TILE_SUM[call.backend], num_warps=4, block=online.TILE, chunks=tiles))
 
 
 def softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:

@@ -5,9 +5,10 @@ checks that every input outside them raises a clear ``TypeError`` or
 ``ValueError``.  A kernel is any callable with the signature of
 ``torch.softmax(x, dim)``; ``--kernel package.module:function`` validates one
 that is not registered here.  Such a callable may carry a ``capabilities``
-attribute (and ``log_softmax`` / ``masked_softmax`` attributes when it declares
-them); without one it is held to the full contract of ``torch.softmax``.
-It may carry a ``precision`` attribute ((backend, x, dim, log) -> PrecisionProfile);
+attribute (and the callables of the operations it declares, ``log_softmax`` /
+``masked_softmax``: ``specs/operations.py``); without one it is held to the full
+contract of ``torch.softmax``.  It may carry a ``precision`` attribute
+(``precision(call) -> PrecisionProfile``, ``call`` an :class:`oracles.call.Call`);
 without one it is judged with the loosest known arithmetic and an order-free
 summation bound.
 
@@ -24,6 +25,7 @@ above both the kernels (``kernels/``, Triton and host code only) and the oracles
 from __future__ import annotations
 
 import importlib
+import inspect
 import os
 import sys
 from collections.abc import Callable, Mapping
@@ -34,7 +36,10 @@ import torch
 
 from kernels.limits import FLOATING, HALF_AND_SINGLE, InputLimits
 from oracles.bounds import Arithmetic, PrecisionProfile
+from oracles.call import Call
 from oracles.profiles import ORDER_FREE, PLAIN_ARITHMETICS, loosest
+
+from .operations import OPERATIONS, SOFTMAX, Declared
 
 __all__ = ["ALL_INVARIANCES", "FLOATING", "HALF_AND_SINGLE", "INVARIANCES", "TORCH_CONTRACT", "USER_CONTRACT",
            "Capabilities", "KernelSpec", "known_arithmetics", "register", "registered", "resolve",
@@ -68,7 +73,7 @@ class Capabilities(InputLimits):
     """What a kernel claims to handle; everything else must raise.
 
     The input limits (:class:`kernels.limits.InputLimits`: ``dtypes``, ``ranks``,
-    ``last_dim_only``, ``unit_column_stride``, ``max_row_length``, ``max_offset``,
+    ``last_dim_only``, ``unit_row_stride``, ``max_row_length``, ``max_offset``,
     ``empty_rows``, ``in_place``) say which inputs it takes, and ``refusal`` the
     error any other input must raise.  A kernel not ``in_place`` must leave its
     inputs bit for bit unchanged (:mod:`harness.calls`).  On top of those limits:
@@ -120,7 +125,7 @@ def unknown_arithmetic() -> Arithmetic:
                    [a for backend in PLAIN_ARITHMETICS for a in known_arithmetics(backend)])
 
 
-def unknown_profile(backend: str, x: torch.Tensor, dim: int, log: bool = False) -> PrecisionProfile:
+def unknown_profile(call: Call) -> PrecisionProfile:
     """The precision of a kernel that declares none: the loosest known arithmetic, summed in any order."""
     return PrecisionProfile(unknown_arithmetic(), ORDER_FREE)
 
@@ -134,9 +139,9 @@ class KernelSpec:
     capabilities: Capabilities = USER_CONTRACT  # the inputs it handles, its operations and promises
     log_softmax: Softmax | None = None  # given exactly when capabilities.log_softmax
     masked_softmax: MaskedSoftmax | None = None  # given exactly when capabilities.masked
-    # precision(backend, x, dim, log): the precision profile of that call (softmax, or log_softmax
-    # when log) on a backend ("cpu", "cuda", "npu"), from which its error bounds are derived.
-    precision: Callable[..., PrecisionProfile] = unknown_profile
+    # precision(call): the precision profile of that call (oracles.call.Call: its input, dim,
+    # operation, mask and backend), from which its error bounds are derived.
+    precision: Callable[[Call], PrecisionProfile] = unknown_profile
     description: str = ""  # one line for the session header and reports
     # True: an input outside the capabilities must raise the TypeError or ValueError naming the
     # argument (this project's kernels); False: as torch does, any exception refuses it, and an
@@ -152,14 +157,40 @@ class KernelSpec:
     # ones: a kernel of unknown construction is judged by the loosest of all known (unknown_arithmetic).
     arithmetics: Mapping[str, tuple[Arithmetic, ...]] = field(default_factory=dict)
 
+    def declares(self, operation: Declared) -> bool:
+        """Whether its capabilities declare ``operation``."""
+        return declares(self.capabilities, operation)
+
+    def run(self, call: Call) -> torch.Tensor:
+        """The kernel's result for ``call``: the operation's callable on its input (and mask), with its out_dtype."""
+        function = getattr(self, call.operation.runs)
+        extra = {} if call.out_dtype is None else {"out_dtype": call.out_dtype}
+        if call.mask is not None:
+            return function(call.x, call.mask, call.dim, **extra)
+        return function(call.x, call.dim, **extra)
+
+
+def declares(capabilities: Capabilities, operation: Declared) -> bool:
+    """Whether ``capabilities`` declare ``operation``: every flag of its entry is set."""
+    return all(getattr(capabilities, flag) for flag in operation.flags)
+
+
+def optional_callables() -> dict[str, list[Declared]]:
+    """The KernelSpec callables a kernel gives only for the operations that need them, and those operations."""
+    needing: dict[str, list[Declared]] = {}
+    for operation in OPERATIONS.values():
+        if operation.runs != SOFTMAX.runs:
+            needing.setdefault(operation.runs, []).append(operation)
+    return needing
+
 
 def register(spec: KernelSpec) -> KernelSpec:
     if spec.name in _REGISTRY:
         raise ValueError(f"a kernel named {spec.name!r} is already registered")
-    if spec.capabilities.log_softmax != (spec.log_softmax is not None):
-        raise ValueError(f"{spec.name}: capabilities.log_softmax must match whether log_softmax is given")
-    if spec.capabilities.masked != (spec.masked_softmax is not None):
-        raise ValueError(f"{spec.name}: capabilities.masked must match whether masked_softmax is given")
+    for runs, operations in optional_callables().items():
+        if any(spec.declares(op) for op in operations) != (getattr(spec, runs) is not None):
+            flags = " or ".join(" and ".join(f"capabilities.{flag}" for flag in op.flags) for op in operations)
+            raise ValueError(f"{spec.name}: {flags} must match whether {runs} is given")
     _REGISTRY[spec.name] = spec
     return spec
 
@@ -241,13 +272,34 @@ def resolve(selector: str) -> KernelSpec:
             capabilities = replace(capabilities, promises=invariances(function.promises), promises_by_device={})
         except ValueError as error:
             raise ValueError(f"--kernel {selector!r}: {error}") from None
+    callables = {runs: getattr(function, runs, None) if any(declares(capabilities, op) for op in operations) else None
+                 for runs, operations in optional_callables().items()}
     return KernelSpec(
-        selector, function, capabilities,
-        log_softmax=getattr(function, "log_softmax", None) if capabilities.log_softmax else None,
-        masked_softmax=getattr(function, "masked_softmax", None) if capabilities.masked else None,
-        precision=getattr(function, "precision", unknown_profile),
+        selector, function, capabilities, **callables,
+        precision=precision_model(selector, function),
         description=f"user kernel {selector}",
         clear_refusals=False,
         replay_selector=replay_selector,
         pythonpath=pythonpath,
     )
+
+
+def precision_model(selector: str, function) -> Callable[[Call], PrecisionProfile]:
+    """A user kernel's ``precision`` attribute, checked to take the one call; :func:`unknown_profile` without one."""
+    precision = getattr(function, "precision", None)
+    if precision is None:
+        return unknown_profile
+    expected = "precision(call) -> PrecisionProfile, call an oracles.call.Call"
+    if not callable(precision):
+        raise ValueError(f"--kernel {selector!r}: its precision attribute must be a function {expected}; "
+                         f"got {type(precision).__name__}")
+    try:
+        signature = inspect.signature(precision)
+    except (TypeError, ValueError):  # a callable whose signature Python cannot read: taken as it is
+        return precision
+    try:
+        signature.bind(None)
+    except TypeError:
+        raise ValueError(f"--kernel {selector!r}: its precision attribute must be {expected} (one positional "
+                         f"argument); got precision{signature}") from None
+    return precision

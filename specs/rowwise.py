@@ -2,10 +2,9 @@
 
 from dataclasses import replace
 
-import torch
-
 from kernels import rowwise
 from oracles.bounds import PrecisionProfile
+from oracles.call import Call
 from oracles.profiles import INTERPRETER, TO_NEAREST, triton_block_profile
 
 from .registry import ALL_INVARIANCES, Capabilities, KernelSpec, register
@@ -18,9 +17,9 @@ ARITHMETIC = {"cpu": replace(INTERPRETER, name="Triton interpreter (numpy), bf16
 CAPABILITIES = Capabilities.extending(rowwise.LIMITS, promises=ALL_INVARIANCES)
 
 
-def precision(backend: str, x: torch.Tensor, dim: int, log: bool = False) -> PrecisionProfile:
+def precision(call: Call) -> PrecisionProfile:
     """One tl.sum per row over the padded block, Triton's default 4 warps; bf16 outputs rounded to nearest."""
-    return triton_block_profile(backend, num_warps=4, arithmetic=ARITHMETIC.get(backend))
+    return triton_block_profile(call.backend, num_warps=4, arithmetic=ARITHMETIC.get(call.backend))
 
 
 SPEC = register(KernelSpec(

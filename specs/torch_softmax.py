@@ -1,9 +1,8 @@
 """The record of torch.softmax as a kernel under test (``kernels/torch_softmax.py``): the suite's false-alarm check."""
 
-import torch
-
 from kernels import torch_softmax
 from oracles.bounds import PrecisionProfile
+from oracles.call import Call
 from oracles.profiles import ORDER_FREE, TORCH_CPU, TORCH_CPU_OTHER_DIMS, TORCH_CUDA
 
 from .registry import ALL_INVARIANCES, Capabilities, KernelSpec, register, unknown_arithmetic
@@ -21,10 +20,10 @@ TORCH_CONTRACT = Capabilities.extending(
 ARITHMETIC = {"cpu": TORCH_CPU, "cuda": TORCH_CUDA}  # elsewhere unmeasured: the loosest known
 
 
-def torch_profile(backend: str, x: torch.Tensor, dim: int, log: bool = False) -> PrecisionProfile:
+def torch_profile(call: Call) -> PrecisionProfile:
     """torch.softmax on ``backend``, which takes another path for a dim that is not the last."""
-    arithmetic = ARITHMETIC.get(backend) or unknown_arithmetic()
-    if arithmetic is TORCH_CPU and dim % max(x.dim(), 1) != x.dim() - 1:
+    arithmetic = ARITHMETIC.get(call.backend) or unknown_arithmetic()
+    if arithmetic is TORCH_CPU and call.dim % max(call.x.dim(), 1) != call.x.dim() - 1:
         arithmetic = TORCH_CPU_OTHER_DIMS
     return PrecisionProfile(arithmetic, ORDER_FREE)
 

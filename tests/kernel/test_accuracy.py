@@ -2,8 +2,9 @@
 
 For each kernel the inputs come from its declared capabilities; a catalog
 input outside them must be refused with the error the capabilities name.
-A test judges one kernel, operation and dtype (so that no test runs for
-minutes on a device, where each shape costs a Triton compile).  It first draws
+A test judges one kernel, operation (``specs/operations.py``) and dtype (so
+that no test runs for minutes on a device, where each shape costs a Triton
+compile); a kernel that does not declare the operation or the dtype skips it.  It first draws
 every cell of its coverage matrix that the kernel's capabilities allow
 (:mod:`harness.coverage`), and fails if one stayed empty;
 then Hypothesis's target phase climbs toward the largest error-to-bound ratio
@@ -22,12 +23,13 @@ from hypothesis import example, given, target
 
 from harness import coverage, soak
 from harness.catalog import CATALOG
-from harness.judge import (FP32_OUT, LOG, MASKED, SOFTMAX, Op, describe_input, expect_refusal, judge_softmax,
-                           run_kernel, unknown_construction)
+from harness.judge import describe_input, expect_refusal, judge_softmax, unknown_construction
 from harness.recording import make_record
 from harness.replay import PREFIX, command
 from harness.strategies import Case, cases
+from oracles.call import Call
 from oracles.formats import format_of
+from specs.operations import MASKED_SOFTMAX, OPERATIONS, Declared
 
 
 @dataclass
@@ -45,20 +47,21 @@ class Worst:
             note(f"worst {what} input, {dtype}: {line}")
 
 
-def check(kernel, backend, op: Op, case: Case, worst: Worst, record, drawn: coverage.Drawn, fixed: set) -> None:
+def judge_case(kernel, backend, op: Declared, case: Case, worst: Worst, record, drawn: coverage.Drawn,
+               fixed: set) -> None:
+    """Run and judge one case of ``op`` (or expect its refusal), record it, and aim the search at its worst error."""
     x, mask = case.make(backend.device)
+    call = Call(x, case.dim, op, backend.name, mask)
     replay_command = command(kernel, backend.name, op.name, case)
     replay = f"{case!r} -> {describe_input(x, case.dim)}\n{PREFIX}{replay_command}"
-    run = functools.partial(run_kernel, kernel, x, case.dim, mask, log=op.log, out_dtype=op.out_dtype)
-    judge = functools.partial(judge_softmax, backend=backend.name, x=x, dim=case.dim, mask=mask, log=op.log,
-                              out_dtype=op.out_dtype, replay=replay, command=replay_command)
+    judge = functools.partial(judge_softmax, call=call, replay=replay, command=replay_command)
     refusal = kernel.capabilities.refusal(x, case.dim)
     if refusal is not None:
-        expect_refusal(kernel, run, x, case.dim, refusal, judge=lambda y: judge(unknown_construction(kernel), y=y))
+        expect_refusal(kernel, call, refusal, judge=lambda y: judge(unknown_construction(kernel), y=y))
         return
     drawn.add(case, x)
-    verdict = judge(kernel, y=run())
-    record(make_record(kernel.name, backend, case, op.name, verdict, fixed=case in fixed))
+    verdict = judge(kernel, y=kernel.run(call))
+    record(make_record(kernel.name, backend, case, verdict, fixed=case in fixed))
     summary = verdict.kernel.summary()
     target(min(summary["worst_ratio"], 1e300), label="error-to-bound ratio")  # inf: a violation, reported below
     target(min(summary["max_ulp"], 1e300), label="max ULP")
@@ -67,7 +70,7 @@ def check(kernel, backend, op: Op, case: Case, worst: Worst, record, drawn: cove
     verdict.check()
 
 
-def examples(kernel, backend, op: Op, dtype) -> list[Case]:
+def examples(kernel, backend, op: Declared, dtype) -> list[Case]:
     """The catalog's entries for this operation in ``dtype``, and the sweep of the coverage matrix in ``dtype``."""
     catalog = [c for c in CATALOG.values() if (c.mask is not None) == op.masked and c.dtype == dtype]
     # The sweep of all the op's dtypes, filtered: its variants rotate with the dtype.
@@ -75,11 +78,14 @@ def examples(kernel, backend, op: Op, dtype) -> list[Case]:
     return catalog + [c for c in sweep if c.dtype == dtype]
 
 
-def per_dtype(op: Op):
-    return pytest.mark.parametrize("dtype", op.dtypes, ids=[str(format_of(d)) for d in op.dtypes])
+def accuracy_tests() -> list:
+    """One test per operation (``specs/operations.py``) and dtype it is tested in, marked ``first`` where its entry
+    says so, in the table's order."""
+    return [pytest.param(op, dtype, id=f"{op.name}-{format_of(dtype)}", marks=[pytest.mark.first] if op.first else [])
+            for op in OPERATIONS.values() for dtype in op.dtypes]
 
 
-def run_op(kernel, backend, op: Op, dtype, note, accuracy_record, request) -> None:
+def run_op(kernel, backend, op: Declared, dtype, note, accuracy_record, request) -> None:
     if dtype not in kernel.capabilities.dtypes:
         pytest.skip(f"{kernel.name} declares no {format_of(dtype)}")
     worst = Worst()
@@ -90,7 +96,7 @@ def run_op(kernel, backend, op: Op, dtype, note, accuracy_record, request) -> No
     @given(case=cases(kernel.capabilities, backend.name, masked=op.masked, dtypes=(dtype,)))
     @soak.timeboxed
     def one_case(case):
-        check(kernel, backend, op, case, worst, accuracy_record, drawn, fixed)
+        judge_case(kernel, backend, op, case, worst, accuracy_record, drawn, fixed)
 
     for case in fixed_inputs:
         one_case = example(case=case)(one_case)
@@ -105,31 +111,11 @@ def run_op(kernel, backend, op: Op, dtype, note, accuracy_record, request) -> No
                              f"e.g. {missing[:5]}")
 
 
-@pytest.mark.first
-@per_dtype(SOFTMAX)
-def test_softmax_within_derived_bound(kernel, backend, dtype, note, accuracy_record, request):
-    run_op(kernel, backend, SOFTMAX, dtype, note, accuracy_record, request)
-
-
-@per_dtype(MASKED)
-def test_masked_softmax_within_derived_bound(kernel, backend, dtype, note, accuracy_record, request):
-    if not kernel.capabilities.masked:
-        pytest.skip(f"{kernel.name} declares no masked softmax")
-    run_op(kernel, backend, MASKED, dtype, note, accuracy_record, request)
-
-
-@per_dtype(LOG)
-def test_log_softmax_within_derived_bound(kernel, backend, dtype, note, accuracy_record, request):
-    if not kernel.capabilities.log_softmax:
-        pytest.skip(f"{kernel.name} declares no log_softmax")
-    run_op(kernel, backend, LOG, dtype, note, accuracy_record, request)
-
-
-@per_dtype(FP32_OUT)
-def test_fp32_output_of_half_input_within_derived_bound(kernel, backend, dtype, note, accuracy_record, request):
-    if not kernel.capabilities.out_dtype:
-        pytest.skip(f"{kernel.name} declares no out_dtype")
-    run_op(kernel, backend, FP32_OUT, dtype, note, accuracy_record, request)
+@pytest.mark.parametrize("op,dtype", accuracy_tests())
+def test_output_within_derived_bound(kernel, backend, op, dtype, note, accuracy_record, request):
+    if not kernel.declares(op):
+        pytest.skip(f"{kernel.name} declares no {op.what}")
+    run_op(kernel, backend, op, dtype, note, accuracy_record, request)
 
 
 @pytest.mark.first
@@ -138,9 +124,9 @@ def test_masked_rows_keeping_only_nan_are_nan_on_every_path(kernel, backend):
     NaN), but its masked softmax is NaN: at every row length where the kernel changes code path."""
     if not kernel.capabilities.masked:
         pytest.skip(f"{kernel.name} declares no masked softmax")
-    caps = kernel.capabilities
-    limit = caps.row_limit(backend.name) or 1 << 20  # three rows: no size cap needed
-    lengths = sorted({n for b in caps.path_boundaries.get(backend.name, ()) for n in (b, b + 1)} | {2})
+    capabilities = kernel.capabilities
+    limit = capabilities.row_limit(backend.name) or 1 << 20  # three rows: no size cap needed
+    lengths = sorted({n for b in capabilities.path_boundaries.get(backend.name, ()) for n in (b, b + 1)} | {2})
     for n in [n for n in lengths if n <= limit]:
         x = torch.full((3, n), -1.0, device=backend.device)
         x[:, n // 2] = torch.nan
@@ -150,4 +136,5 @@ def test_masked_rows_keeping_only_nan_are_nan_on_every_path(kernel, backend):
         keep[1] = True  # everything, NaN included
         keep[2, [0, n // 2]] = True  # a -inf and the NaN
         replay = f"rows of {n}: {describe_input(x, 1)}"
-        judge_softmax(kernel, backend.name, x, 1, kernel.masked_softmax(x, keep, 1), mask=keep, replay=replay).check()
+        call = Call(x, 1, MASKED_SOFTMAX, backend.name, keep)
+        judge_softmax(kernel, call, kernel.run(call), replay=replay).check()

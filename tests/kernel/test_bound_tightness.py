@@ -5,7 +5,8 @@ import pytest
 import torch
 
 from harness.judge import judge_softmax
-from harness.strategies import TESTED_DTYPES
+from oracles.call import Call
+from specs.operations import SOFTMAX, TESTED_DTYPES
 from specs.registry import unknown_profile
 
 TIGHTNESS = 4  # the bound may exceed the largest observed error by at most this factor
@@ -36,7 +37,7 @@ def test_bound_is_tight_on_a_fixed_input_set(kernel, backend, dtype, note):
     if dtype not in kernel.capabilities.dtypes:
         pytest.skip(f"{kernel.name} does not declare {dtype}")
     x = fixed_rows(dtype).to(backend.device)
-    verdict = judge_softmax(kernel, backend.name, x, -1, kernel.softmax(x, -1),
+    verdict = judge_softmax(kernel, Call(x, -1, SOFTMAX, backend.name), kernel.softmax(x, -1),
                             replay=f"tests/kernel/test_bound_tightness.py fixed_rows({dtype})")
     ratio = verdict.kernel.ratio().max()
     note(f"{dtype}: largest error-to-bound ratio {ratio:.3f} ({verdict.kernel.profile.name})")

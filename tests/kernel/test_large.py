@@ -14,6 +14,8 @@ import pytest
 import torch
 
 from harness.judge import describe_input, judge_softmax
+from oracles.call import Call
+from specs.operations import SOFTMAX
 
 pytestmark = pytest.mark.large
 
@@ -50,7 +52,7 @@ def check_tail(kernel, backend, x: torch.Tensor, rows: int = 4) -> None:
         return
     y = kernel.softmax(x, -1)
     for part in (slice(0, rows), slice(-rows, None)):
-        verdict = judge_softmax(kernel, backend.name, x[part], -1, y[part],
+        verdict = judge_softmax(kernel, Call(x[part], -1, SOFTMAX, backend.name), y[part],
                                 replay=f"rows {part} of torch.randn{ROWS_PAST_31_BITS}: {describe_input(x, -1)}")
         verdict.check()
 

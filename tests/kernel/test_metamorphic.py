@@ -26,7 +26,9 @@ from harness.judge import as_rows, describe_input, judge_softmax
 from harness.soak import timeboxed
 from harness.strategies import SIZE_CAPS, Case, Layout, SizeCaps, Specials, Values, cases
 from oracles import semantics
+from oracles.call import Call
 from oracles.formats import ulp
+from specs.operations import SOFTMAX
 
 BATCH_SIZES = (1, 2, 5, 64)
 # Found by the nightly run on an H100: two logits 2 ulp apart swapped by 1 ulp in full_softmax's fp32 path.
@@ -48,7 +50,7 @@ def make(kernel, backend, case: Case) -> torch.Tensor:
 
 def judge(kernel, backend, x, dim, y=None, what=""):
     y = kernel.softmax(x, dim) if y is None else y
-    verdict = judge_softmax(kernel, backend.name, x, dim, y, replay=f"{what}{describe_input(x, dim)}")
+    verdict = judge_softmax(kernel, Call(x, dim, SOFTMAX, backend.name), y, replay=f"{what}{describe_input(x, dim)}")
     verdict.check()
     return verdict
 
@@ -59,8 +61,8 @@ def allowed_errors(verdict) -> np.ndarray:
 
 
 def rows_kernel_applies(kernel) -> bool:
-    caps = kernel.capabilities
-    return caps.ranks is None or 2 in caps.ranks
+    capabilities = kernel.capabilities
+    return capabilities.ranks is None or 2 in capabilities.ranks
 
 
 def input_space(kernel, backend, copies: int = 1):
@@ -201,7 +203,7 @@ def test_monotonicity_within_rows(kernel, backend, invariance):
             y = kernel.softmax(x, case.dim)
             inputs, outputs = as_rows(x, case.dim).double(), as_rows(y, case.dim).double()
             slack = torch.zeros_like(outputs)
-            if not kernel.precision(backend.name, x, case.dim).arithmetic.monotone(y.dtype):
+            if not kernel.precision(Call(x, case.dim, SOFTMAX, backend.name)).arithmetic.monotone(y.dtype):
                 verdict = judge(kernel, backend, x, case.dim, y)
                 slack = torch.from_numpy(allowed_errors(verdict))
             for xs, ys, room, decided in zip(inputs, outputs, slack, semantics.decided_rows(inputs.numpy())):

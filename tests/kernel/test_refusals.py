@@ -16,6 +16,8 @@ from hypothesis import strategies as st
 from harness.judge import describe_input, expect_refusal, judge_softmax, unknown_construction
 from harness.soak import timeboxed
 from harness.strategies import Case, Values, cases
+from oracles.call import Call
+from specs.operations import SOFTMAX
 from specs.registry import Capabilities
 
 EVERYTHING = Capabilities()  # torch's contract: the widest space there is
@@ -36,12 +38,12 @@ def test_inputs_are_refused_exactly_outside_the_declared_capabilities(kernel, ba
         dim = case.dim + dim_shift
         refusal = kernel.capabilities.refusal(x, dim)
         replay = f"{case!r}, dim {dim}: {describe_input(x, dim)}"
+        call = Call(x, dim, SOFTMAX, backend.name)
         if refusal is not None:
-            expect_refusal(kernel, lambda: kernel.softmax(x, dim), x, dim, refusal,
-                           judge=lambda y: judge_softmax(unknown_construction(kernel), backend.name, x, dim, y,
-                                                         replay=replay))
+            expect_refusal(kernel, call, refusal,
+                           judge=lambda y: judge_softmax(unknown_construction(kernel), call, y, replay=replay))
             return
-        judge_softmax(kernel, backend.name, x, dim, kernel.softmax(x, dim), replay=replay).check()
+        judge_softmax(kernel, call, kernel.run(call), replay=replay).check()
 
     check()
 

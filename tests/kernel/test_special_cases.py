@@ -11,9 +11,11 @@ Nothing here is recorded: the gate's categories come from the accuracy tests alo
 import pytest
 import torch
 
-from harness.judge import LOG, MASKED, SOFTMAX, describe_input, run_kernel
+from harness.judge import describe_input
 from oracles import semantics
+from oracles.call import Call
 from oracles.ulp import ulp_distance
+from specs.operations import LOG_SOFTMAX, MASKED_SOFTMAX, SOFTMAX
 
 
 def rule_input(rule: semantics.Rule, masked: bool, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -29,22 +31,20 @@ def rule_input(rule: semantics.Rule, masked: bool, dtype: torch.dtype) -> tuple[
 
 
 @pytest.mark.first
-@pytest.mark.parametrize("op", [SOFTMAX, LOG, MASKED], ids=lambda op: op.name)
+@pytest.mark.parametrize("op", [SOFTMAX, LOG_SOFTMAX, MASKED_SOFTMAX], ids=lambda op: op.name)
 @pytest.mark.parametrize("rule", semantics.RULES, ids=lambda rule: rule.name)
 def test_special_case_results_are_exact(kernel, backend, rule, op):
-    caps = kernel.capabilities
-    if op.log and not caps.log_softmax:
-        pytest.skip(f"{kernel.name} declares no log_softmax")
-    if op.masked and not caps.masked:
-        pytest.skip(f"{kernel.name} declares no masked softmax")
-    dtype = torch.float32 if torch.float32 in caps.dtypes else sorted(caps.dtypes, key=str)[0]
+    if not kernel.declares(op):
+        pytest.skip(f"{kernel.name} declares no {op.what}")
+    capabilities = kernel.capabilities
+    dtype = torch.float32 if torch.float32 in capabilities.dtypes else sorted(capabilities.dtypes, key=str)[0]
     x, keep = rule_input(rule, op.masked, dtype)
     x = x.to(backend.device)
     keep = None if keep is None else keep.to(backend.device)
-    refusal = caps.refusal(x, 1)
+    refusal = capabilities.refusal(x, 1)
     if refusal is not None:
         pytest.skip(f"{kernel.name} refuses the rule's input: {refusal}")
-    y = run_kernel(kernel, x, 1, keep, log=op.log).cpu()
+    y = kernel.run(Call(x, 1, op, backend.name, keep)).cpu()
     logits = x.cpu().double() if keep is None else x.cpu().double().masked_fill(~keep.cpu(), -torch.inf)
     decided, results = semantics.decide(logits.numpy(), log=op.log, masked=op.masked)
     wrong = torch.from_numpy(decided) & (ulp_distance(y, torch.from_numpy(results).to(y.dtype)) != 0)

@@ -11,14 +11,16 @@ import torch
 from harness.judge import judge_softmax
 from harness.strategies import matrix
 from harness.recording import make_record
+from oracles.call import Call
 from specs import torch_softmax
+from specs.operations import SOFTMAX
 
 
 def record_one(backend, accuracy_record, seed: int) -> None:
     case = matrix(4, 33, seed=seed)
     x, _ = case.make(backend.device)
-    verdict = judge_softmax(torch_softmax.SPEC, backend.name, x, 1, torch.softmax(x, 1), replay=repr(case))
-    accuracy_record(make_record("torch", backend, case, "softmax", verdict))
+    verdict = judge_softmax(torch_softmax.SPEC, Call(x, 1, SOFTMAX, backend.name), torch.softmax(x, 1), replay=repr(case))
+    accuracy_record(make_record("torch", backend, case, verdict))
 
 
 def test_records_before(backend, accuracy_record):

@@ -10,12 +10,14 @@ from harness.backend import Backend
 from harness.catalog import CATALOG
 from harness.judge import as_rows, judge_softmax, measure
 from harness.recording import make_record
-from harness.strategies import TESTED_DTYPES, VALUE_CLASSES, Case, Layout, Values, cases, matrix
+from harness.strategies import VALUE_CLASSES, Case, Layout, Values, cases, matrix
 from oracles import correctly_rounded, profiles
 from oracles.bounds import Arithmetic, PrecisionProfile, Reduction, log_softmax_bound, softmax_bound
+from oracles.call import Call, Operation
 from oracles.formats import format_of, ulp
 from report.summary import categorize
 from specs import full_softmax, torch_softmax
+from specs.operations import LOG_SOFTMAX, SOFTMAX, TESTED_DTYPES
 from specs.registry import Capabilities, known_arithmetics, resolve, unknown_profile
 from specs.torch_softmax import torch_profile
 
@@ -35,7 +37,7 @@ def test_torch_as_a_kernel_of_unknown_construction_stays_within_the_bound(case):
     x, _ = case.make()
     kernel = resolve("examples.torch_kernels:softmax")
     if kernel.capabilities.refusal(x, case.dim) is None:
-        verdict = judge_softmax(kernel, "cpu", x, case.dim, kernel.softmax(x, case.dim), replay=repr(case))
+        verdict = judge_softmax(kernel, Call(x, case.dim, SOFTMAX, "cpu"), kernel.softmax(x, case.dim), replay=repr(case))
         assert verdict.ok, verdict.explain()
 
 
@@ -43,10 +45,11 @@ def test_torch_as_a_kernel_of_unknown_construction_stays_within_the_bound(case):
 @pytest.mark.parametrize("shape,dim", [((1, 0), 1), ((0, 5), 1), ((0, 5), 0), ((3, 0, 2), 1), ((0,), 0)])
 def test_empty_rows_and_dims_are_judged_and_recorded(shape, dim, log):
     x = torch.empty(shape, dtype=torch.bfloat16)
-    verdict = judge_softmax(torch_softmax.SPEC, "cpu", x, dim, torch.log_softmax(x, dim) if log else torch.softmax(x, dim),
-                            log=log, replay="empty")
+    call = Call(x, dim, LOG_SOFTMAX if log else SOFTMAX, "cpu")
+    verdict = judge_softmax(torch_softmax.SPEC, call, torch.log_softmax(x, dim) if log else torch.softmax(x, dim),
+                            replay="empty")
     assert verdict.ok and verdict.kernel.summary()["elements"] == 0
-    record = make_record("torch", BACKEND, Case(shape, dim, torch.bfloat16), "log_softmax" if log else "softmax", verdict)
+    record = make_record("torch", BACKEND, Case(shape, dim, torch.bfloat16), verdict)
     assert record["worst"] is None and record["kernel_errors"]["max_ulp"] == 0
     assert categorize([record])["torch"]["log_softmax/bfloat16/normal" if log else "softmax/bfloat16/normal"]["elements"] == 0
 
@@ -61,10 +64,10 @@ GAP_ROUNDED_PAST_UNDERFLOW = Case((31,), 0, torch.float32, Values("uniform", 100
 @example(case=GAP_ROUNDED_PAST_UNDERFLOW)
 def test_torch_on_the_cpu_stays_within_the_bound(case):
     x, _ = case.make("cpu")
-    for log, function in ((False, torch.softmax), (True, torch.log_softmax)):
-        errors = measure("torch", x, case.dim, function(x, case.dim), correctly_rounded.softmax(x, case.dim, log=log),
-                         torch_profile("cpu", x, case.dim, log), log=log)
-        assert not errors.violations.any(), f"{case!r}, log={log}: {errors.summary()}"
+    for operation, function in ((SOFTMAX, torch.softmax), (LOG_SOFTMAX, torch.log_softmax)):
+        call = Call(x, case.dim, operation, "cpu")
+        errors = measure("torch", call, function(x, case.dim), correctly_rounded.softmax(call), torch_profile(call))
+        assert not errors.violations.any(), f"{case!r}, {operation.name}: {errors.summary()}"
 
 
 def perturbed(value: float, exact: float, steps: float, dtype: torch.dtype) -> float:
@@ -80,14 +83,15 @@ def perturbed(value: float, exact: float, steps: float, dtype: torch.dtype) -> f
 def test_an_output_off_by_twice_the_bound_is_caught(dtype):
     x = (torch.randn(8, 300, generator=torch.Generator().manual_seed(4)) * 4).to(dtype)
     y = torch.softmax(x, -1)
-    oracle = correctly_rounded.softmax(x, -1)
-    profile = torch_profile("cpu", x, -1)
-    clean = measure("torch", x, -1, y, oracle, profile)
+    call = Call(x, -1, SOFTMAX, "cpu")
+    oracle = correctly_rounded.softmax(call)
+    profile = torch_profile(call)
+    clean = measure("torch", call, y, oracle, profile)
     assert not clean.violations.any()
     row, col = np.unravel_index(int(np.argmax(clean.bound)), clean.bound.shape)
     bad = y.clone()
     bad[row, col] = perturbed(float(y[row, col]), oracle.exact[row, col], 2 * clean.bound[row, col], dtype)
-    caught = measure("torch", x, -1, bad, oracle, profile).violations
+    caught = measure("torch", call, bad, oracle, profile).violations
     assert caught[row, col] and caught.sum() == 1
 
 
@@ -97,7 +101,7 @@ def test_a_special_value_mismatch_is_named_for_what_it_is():
     x = torch.tensor([[float("nan"), 1.0, 2.0], [0.0, 1.0, 2.0]])
     zeroed = resolve("torch.nn.functional:softmax")
     y = torch.softmax(x, -1).nan_to_num(0.0)
-    text = judge_softmax(zeroed, "cpu", x, -1, y, replay="here").explain()
+    text = judge_softmax(zeroed, Call(x, -1, SOFTMAX, "cpu"), y, replay="here").explain()
     assert "3 of 6 elements beyond the derived bound" in text and "3 of them special" in text
     assert "got 0.0, expected exactly nan: the row holds a NaN" in text
     assert "(statistics of the 3 elements judged by a bound)" in text
@@ -160,11 +164,12 @@ def test_the_unknown_profile_dominates_every_known_profile(case):
     least every profile's, element by element, or a correct kernel built like one of them fails."""
     x, _ = case.make()
     rows = as_rows(x, case.dim).double().numpy()
-    unknown = unknown_profile("cpu", x, case.dim)
+    unknown = unknown_profile(Call(x, case.dim, SOFTMAX, "cpu"))
     for out_dtype in {x.dtype, torch.float32} if x.dtype in (torch.float16, torch.bfloat16) else {x.dtype}:
         out = format_of(out_dtype)
         for log, bound in ((False, softmax_bound), (True, log_softmax_bound)):
-            exact = correctly_rounded.softmax(x, case.dim, log=log, out_dtype=out_dtype).exact
+            operation = Operation(name="log_softmax" if log else "softmax", log=log, out_dtype=out_dtype)
+            exact = correctly_rounded.softmax(Call(x, case.dim, operation, "cpu")).exact
             loosest = bound(rows, exact, out, unknown)
             for arithmetic in every_known_arithmetic():
                 for reduction in reductions(rows.shape[-1]):
@@ -186,9 +191,10 @@ def test_torch_cuda_log_softmax_rounding_of_max_plus_log_sum_is_bounded():
     rows = as_rows(x, 0)
     peak = rows.amax(-1, keepdim=True)
     y = rows - (peak + torch.log(torch.exp(rows - peak).sum(-1, keepdim=True)))
-    oracle = correctly_rounded.softmax(x, 0, log=True)
+    call = Call(x, 0, LOG_SOFTMAX, "cuda")
+    oracle = correctly_rounded.softmax(call)
     profile = PrecisionProfile(profiles.TORCH_CUDA, profiles.ORDER_FREE)
-    assert not measure("torch on CUDA", x, 0, y.t(), oracle, profile, log=True).violations.any()
+    assert not measure("torch on CUDA", call, y.t(), oracle, profile).violations.any()
 
 
 @pytest.mark.parametrize("log", [False, True], ids=["softmax", "log_softmax"])
@@ -198,6 +204,6 @@ def test_terms_that_float64_exp_flushes_to_zero_do_not_void_a_float64_profile(lo
     (full_softmax's fp16 log_softmax on CUDA, a row of uniform * 1000, in the nightly H100 soak)."""
     x = torch.tensor([[0.0, -745.25, -745.3, -1.0, -3.5]])
     profile = PrecisionProfile(full_softmax.ARITHMETIC["cuda", "wide"], Reduction("triton-block", 8))
-    exact = correctly_rounded.softmax(x, -1, log=log).exact
+    exact = correctly_rounded.softmax(Call(x, -1, LOG_SOFTMAX if log else SOFTMAX, "cuda")).exact
     bound = (log_softmax_bound if log else softmax_bound)(x.double().numpy(), exact, format_of(x.dtype), profile)
     assert np.isfinite(bound[:, [0, 3, 4]]).all(), bound

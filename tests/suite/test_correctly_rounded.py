@@ -11,8 +11,10 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 from oracles import correctly_rounded, mp_softmax
+from oracles.call import Call, Operation
 from oracles.correctly_rounded import EXP64_ULPS, LOG64_ULPS, float64_pass, softmax_rows
 from oracles.formats import BF16, FP16, FP32, FP64, Format, format_of, round_float64, ulp
+from specs.operations import LOG_SOFTMAX, MASKED_SOFTMAX, SOFTMAX, SOFTMAX_FP32_OUT
 
 FORMATS = [FP32, FP16, BF16]
 LOG = [False, True]
@@ -101,7 +103,7 @@ MIDPOINT_GAPS = [
 
 @pytest.mark.parametrize("dtype,row,expected", MIDPOINT_GAPS)
 def test_log_softmax_decides_gaps_on_a_midpoint(dtype, row, expected):
-    result = correctly_rounded.softmax(torch.tensor(row, dtype=dtype), -1, log=True)
+    result = correctly_rounded.softmax(Call(torch.tensor(row, dtype=dtype), -1, LOG_SOFTMAX, "cpu"))
     assert_same(result.rounded, np.array(expected))
     rounded, _ = mp_softmax.correctly_rounded_rows(np.array([row]), format_of(dtype), log=True)
     assert_same(rounded[0], np.array(expected))
@@ -116,7 +118,7 @@ def test_undecided_rows_name_the_precision_tried_last(monkeypatch):
 
 def test_tiny_log_softmax_results_have_accurate_exact_values():
     # log S = log(1 + 2.2e-8): computed as log(fsum(e)) it kept 26 bits of the result, 0.06 fp32 ulp off.
-    result = correctly_rounded.softmax(torch.tensor([[0.0, -17.638158798217773]]), -1, log=True)
+    result = correctly_rounded.softmax(Call(torch.tensor([[0.0, -17.638158798217773]]), -1, LOG_SOFTMAX, "cpu"))
     with mpmath.workprec(200):
         truth = float(-mpmath.log1p(mpmath.exp(mpmath.mpf(-17.638158798217773))))
     assert result.escalated == 0
@@ -254,8 +256,8 @@ def test_float64_library_meets_the_assumed_accuracy(note):
 def test_masked_rows_follow_the_safe_softmax_convention():
     x = torch.tensor([[1.0, 2.0, 3.0], [1.0, 2.0, 3.0], [0.0, 0.0, 0.0]])
     mask = torch.tensor([[True, False, True], [False, False, False], [True, True, True]])
-    result = correctly_rounded.softmax(x, -1, mask=mask)
-    plain = correctly_rounded.softmax(torch.tensor([[1.0, -math.inf, 3.0]]), -1)
+    result = correctly_rounded.softmax(Call(x, -1, MASKED_SOFTMAX, "cpu", mask))
+    plain = correctly_rounded.softmax(Call(torch.tensor([[1.0, -math.inf, 3.0]]), -1, SOFTMAX, "cpu"))
     assert_same(result.rounded[0], plain.rounded[0])
     assert (result.rounded[1] == 0).all() and (result.exact[1] == 0).all()
     assert_same(result.rounded[2], np.full(3, round_float64(1 / 3, FP32)))
@@ -263,20 +265,26 @@ def test_masked_rows_follow_the_safe_softmax_convention():
 
 def test_rows_follow_the_softmax_dim_and_out_dtype():
     x = torch.randn(3, 5, 2, generator=torch.Generator().manual_seed(2), dtype=torch.float16)
-    result = correctly_rounded.softmax(x, 1, out_dtype=torch.float32)
+    result = correctly_rounded.softmax(Call(x, 1, SOFTMAX_FP32_OUT, "cpu"))
     expected = softmax_rows(x.movedim(1, -1).reshape(6, 5).double().numpy(), FP32)
     assert_same(result.rounded, expected.rounded)
 
 
+def oracle(x, dim, operation=SOFTMAX, mask=None):
+    return correctly_rounded.softmax(Call(x, dim, operation, "cpu", mask))
+
+
 @pytest.mark.parametrize("bad,error,message", [
-    (lambda: correctly_rounded.softmax(torch.ones(3, dtype=torch.int32), 0), TypeError, "dtype must be one of"),
-    (lambda: correctly_rounded.softmax(torch.tensor(1.0), 0), ValueError, "at least one dimension"),
-    (lambda: correctly_rounded.softmax(torch.ones(2, 3), 2), ValueError, "dim must lie in"),
-    (lambda: correctly_rounded.softmax([1.0, 2.0], 0), TypeError, "torch.Tensor"),
-    (lambda: correctly_rounded.softmax(torch.ones(2, 3), -1, mask=torch.ones(2, 3)), ValueError, "bool"),
-    (lambda: correctly_rounded.softmax(torch.ones(2), 0, log=True, mask=torch.ones(2, dtype=torch.bool)),
-     ValueError, "softmax only"),
-    (lambda: correctly_rounded.softmax(torch.ones(2), 0, out_dtype=torch.int8), TypeError, "dtype must be one of"),
+    (lambda: oracle(torch.ones(3, dtype=torch.int32), 0), TypeError, "dtype must be one of"),
+    (lambda: oracle(torch.tensor(1.0), 0), ValueError, "at least one dimension"),
+    (lambda: oracle(torch.ones(2, 3), 2), ValueError, "dim must lie in"),
+    (lambda: oracle([1.0, 2.0], 0), TypeError, "torch.Tensor"),
+    (lambda: oracle(torch.ones(2, 3), -1, MASKED_SOFTMAX, torch.ones(2, 3)), ValueError, "bool"),
+    (lambda: oracle(torch.ones(2), 0, MASKED_SOFTMAX), ValueError, "masked_softmax takes a mask"),
+    (lambda: oracle(torch.ones(2), 0, Operation(name="masked_log_softmax", log=True, masked=True),
+                    torch.ones(2, dtype=torch.bool)), ValueError, "softmax only"),
+    (lambda: oracle(torch.ones(2), 0, Operation(name="softmax_int8_out", out_dtype=torch.int8)), TypeError,
+     "dtype must be one of"),
 ])
 def test_bad_input_is_refused(bad, error, message):
     with pytest.raises(error, match=message):

@@ -20,7 +20,9 @@ from harness import pinning
 from harness.backend import resolve_name
 from kernels import full_softmax, launch
 from kernels.full_softmax import buffer_plan, host, launch_cache
+from oracles.call import Call
 from specs import full_softmax as full_softmax_record
+from specs.operations import MASKED_SOFTMAX, SOFTMAX
 
 PINNED = "tests/scenarios/pinned_worker.py"
 
@@ -188,21 +190,21 @@ def test_npu_launches_fit_the_grid_limit_and_the_unified_buffer(monkeypatch, fre
 CUDA_LENGTHS = [1, 300, 2048, 8192, 16384, 16385, 32768, 32769, 65536, 65537, 1 << 18, (1 << 18) + 1, 1 << 20]
 
 
+@pytest.mark.parametrize("masked", [False, True], ids=["unmasked", "masked"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
-def test_the_cuda_profile_bounds_masked_and_unmasked_plans(monkeypatch, fresh_launch_caches, dtype):
-    """The judge does not tell full_softmax's precision model whether a call is masked, and on CUDA masked
-    rows take their own plan: the profile's reduction must be at least as deep, with at least as
-    many rescales, as either plan's own."""
+def test_the_cuda_profile_bounds_the_plan_of_the_call(monkeypatch, fresh_launch_caches, dtype, masked):
+    """On CUDA masked rows take their own plan: the profile of a call, masked or not, must sum at least as
+    deep, with at least as many rescales, as the plan that call takes."""
     monkeypatch.setattr(host, "interpreted", lambda: False)  # plan as for a compiled CUDA kernel
     monkeypatch.setattr(host, "compute_units", lambda device: 132)
     for n in CUDA_LENGTHS:
         x = types.SimpleNamespace(shape=(4, n), device=torch.device("cuda", 0), dtype=dtype,
                                   element_size=lambda: torch.finfo(dtype).bits // 8)
-        profile = full_softmax_record.precision("cuda", x, -1).reduction
-        for masked in (False, True):
-            tree = full_softmax_record.reduction(host.plan((4, n), 1, x.device, x.element_size(), masked), n,
-                                          profile.kind)
-            assert profile.depth(n) >= tree.depth(n) and profile.rescales(n) >= tree.rescales(n), (n, masked)
+        keep = types.SimpleNamespace(shape=(4, n)) if masked else None  # the model reads only whether there is one
+        profile = full_softmax_record.precision(Call(x, -1, MASKED_SOFTMAX if masked else SOFTMAX, "cuda", keep))
+        tree = full_softmax_record.reduction(host.plan((4, n), 1, x.device, x.element_size(), masked), n,
+                                             profile.reduction.kind)
+        assert profile.reduction.depth(n) >= tree.depth(n) and profile.reduction.rescales(n) >= tree.rescales(n), n
 
 
 @pytest.mark.parametrize("masked", [False, True])

@@ -1,14 +1,19 @@
-"""Adding a value class touches one place (docs/extending.md): a class registered in ``strategies.VALUE_CLASSES``
-alone is drawn by the strategies, made by ``Values``, listed and swept by the coverage matrix, and replayed."""
+"""Adding a value class or an operation touches one place (docs/extending.md): a class registered in
+``strategies.VALUE_CLASSES`` alone is drawn by the strategies, made by ``Values``, listed and swept by the coverage
+matrix, and replayed; an operation registered in ``specs.operations.OPERATIONS`` alone is declared, run and judged."""
 
 import pytest
 import torch
 from hypothesis import find, settings
 
 from harness import coverage, strategies
+from harness.judge import judge_softmax
 from harness.replay import parse_case
 from harness.strategies import POSITIVE, Case, ValueClass, Values
-from specs.registry import Capabilities
+from oracles.call import Call
+from specs import operations
+from specs.operations import Declared
+from specs.registry import Capabilities, resolve
 
 
 def ramp(scale, shape, dtype, dim, g):  # each row rises evenly from 0 to the scale
@@ -56,3 +61,21 @@ def test_a_case_of_it_replays(registered):
 def test_an_unregistered_value_class_is_refused_by_name():
     with pytest.raises(ValueError, match=r"Values.kind must be one of 'normal', .*; got 'ramp'"):
         Values("ramp", 8.0)
+
+
+LOG_SOFTMAX_FP32_OUT = Declared(name="log_softmax_fp32_out", log=True, out_dtype=torch.float32,
+                                flags=("log_softmax", "out_dtype"), runs="log_softmax",
+                                what="log_softmax with out_dtype", dtypes=(torch.float16, torch.bfloat16))
+
+
+def test_a_registered_operation_is_declared_run_and_judged(monkeypatch):
+    monkeypatch.setitem(operations.OPERATIONS, LOG_SOFTMAX_FP32_OUT.name, LOG_SOFTMAX_FP32_OUT)
+    torch_kernel, fused = resolve("torch"), resolve("fused_softmax")
+    assert torch_kernel.declares(LOG_SOFTMAX_FP32_OUT) and not fused.declares(LOG_SOFTMAX_FP32_OUT)
+    x, _ = Case((4, 97), 1, torch.float16, Values("normal", 4.0), seed=1).make()
+    call = Call(x, 1, LOG_SOFTMAX_FP32_OUT, "cpu")
+    y = torch_kernel.run(call)
+    assert y.dtype == torch.float32 and torch.equal(y, torch.log_softmax(x, 1, dtype=torch.float32))
+    verdict = judge_softmax(torch_kernel, call, y, replay="here")
+    assert verdict.ok and verdict.fmt.dtype == torch.float32
+    assert not judge_softmax(torch_kernel, call, torch.softmax(x, 1, dtype=torch.float32), replay="here").ok

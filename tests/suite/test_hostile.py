@@ -18,13 +18,13 @@ from tests.hostile.misbehaving import PLANTED
 
 ROOT = Path(__file__).resolve().parents[2]
 HOSTILE = "tests.hostile."
-FP32_ACCURACY = ("tests/kernel/test_accuracy.py", "-k", "test_softmax_within and float32")
+FP32_ACCURACY = ("tests/kernel/test_accuracy.py", "-k", "test_output_within and -softmax- and float32")
 # Tests of another module beside, which must still report when a kernel hangs or kills its process.
-FP32_AND_OTHERS = ("tests/kernel/test_accuracy.py", "tests/suite/test_ulp.py", "-k", "test_softmax_within and float32 or test_ulp")
+FP32_AND_OTHERS = ("tests/kernel/test_accuracy.py", "tests/suite/test_ulp.py", "-k", "test_output_within and -softmax- and float32 or test_ulp")
 QUICK = ("--device", "cpu", "--hypothesis-profile", "mutation", "--self-tests")
 # One sub-run for the kernels that keep to their process: these tests, each kernel by name.
 BATCH_TESTS = ("tests/kernel/test_accuracy.py", "tests/kernel/test_statistical_bias.py", "tests/kernel/test_refusals.py", "tests/kernel/test_metamorphic.py",
-               "-k", "test_softmax_within and float32 or mean_signed or refused_exactly or unit_interval or "
+               "-k", "test_output_within and -softmax- and float32 or mean_signed or refused_exactly or unit_interval or "
                      "determinism or shift_invariance")
 BATCH_KERNELS = ("in_place:zeroes_input", "in_place:writes_result_into_input", "in_place:declared_in_place",
                  "cached_output:noisy", "cached_output:noisy_cached", "out_of_capabilities:zeros_outside",
@@ -69,14 +69,14 @@ def test_a_kernel_that_zeroes_its_input_fails_for_changing_it(batch):
     """Judged against the zeros it left, its uniform rows (off by up to 0.99) would be exact."""
     failed = failures_of(batch, "in_place:zeroes_input")
     # test_contract judges inside the capabilities only the fp32 inputs it happens to draw: none in its 25 examples
-    assert {"test_softmax_within_derived_bound", "test_mean_signed_error_is_within_the_statistical_bound",
+    assert {"test_output_within_derived_bound", "test_mean_signed_error_is_within_the_statistical_bound",
             "test_outputs_lie_in_the_unit_interval_and_rows_sum_to_one"} <= set(failed), failed
     assert all("the kernel changed its input x" in said for said in failed.values()), failed
 
 
 def test_a_kernel_that_writes_its_result_into_its_input_fails_for_it(batch):
     failed = failures_of(batch, "in_place:writes_result_into_input")
-    assert "test_softmax_within_derived_bound" in failed
+    assert "test_output_within_derived_bound" in failed
     assert all("the kernel changed its input x" in said for said in failed.values()), failed
 
 
@@ -102,7 +102,7 @@ def test_numbers_returned_outside_the_declared_capabilities_are_judged(batch):
 
 
 def test_a_kernel_raising_inside_its_capabilities_fails_and_cannot_plant_a_replay_in_the_reports(batch):
-    said = failures_of(batch, "misbehaving:raises")["test_softmax_within_derived_bound"]
+    said = failures_of(batch, "misbehaving:raises")["test_output_within_derived_bound"]
     assert "the kernel raised RuntimeError: an illegal memory access" in said
     assert "on an input inside its declared capabilities" in said
     failures = json.loads((batch["report"] / "accuracy.json").read_text())["failures"]
@@ -115,7 +115,7 @@ def test_a_kernel_raising_inside_its_capabilities_fails_and_cannot_plant_a_repla
 
 def test_a_hanging_call_fails_its_test_by_the_watchdog_names_its_input_and_the_run_goes_on(run_pytest):
     started = time.monotonic()
-    result = run_pytest("tests/kernel/test_accuracy.py", "tests/suite/test_ulp.py", "-k", "test_softmax_within or test_ulp", *QUICK,
+    result = run_pytest("tests/kernel/test_accuracy.py", "tests/suite/test_ulp.py", "-k", "test_output_within and -softmax- or test_ulp", *QUICK,
                         "--call-timeout", "2", "--kernel", f"{HOSTILE}misbehaving:hangs")
     elapsed = time.monotonic() - started
     assert result.returncode == pytest.ExitCode.TESTS_FAILED, result.stdout[-3000:]

@@ -33,6 +33,21 @@ def test_a_callable_may_declare_narrower_capabilities(monkeypatch):
     assert isinstance(spec.capabilities.refusal(torch.zeros(2, dtype=torch.float16), -1), TypeError)
 
 
+def test_a_precision_model_takes_the_one_call(monkeypatch):
+    """A user's ``precision`` takes the whole call (oracles.call.Call); one of another signature (the old
+    (backend, x, dim, log)) is refused by name, not judged with a model that cannot be called."""
+    def softmax(x, dim):
+        return torch.softmax(x, dim)
+
+    softmax.precision = lambda backend, x, dim, log=False: None
+    monkeypatch.setattr(torch_softmax, "old_precision", softmax, raising=False)
+    with pytest.raises(ValueError, match=r"old_precision'.*precision\(call\) -> PrecisionProfile.*got precision"
+                                         r"\(backend, x, dim, log=False\)"):
+        resolve("kernels.torch_softmax:old_precision")
+    softmax.precision = precision = lambda call: None
+    assert resolve("kernels.torch_softmax:old_precision").precision is precision
+
+
 @pytest.mark.parametrize("selector,message", [
     ("kernels.torch_softmax:nothing_here", "no callable"),
     ("nowhere", "not a registered kernel"),

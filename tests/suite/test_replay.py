@@ -57,7 +57,7 @@ def test_the_command_a_failure_prints_replays_it_as_printed_and_the_reports_lead
     mine.mkdir()
     shutil.copy(ROOT / "examples" / "my_kernels.py", mine / "my_kernels.py")
     # One dtype, one test: the planted half-precision sum fails fp16 (and bf16), not fp32.
-    failed = run_pytest("tests/kernel/test_accuracy.py", "-k", "test_softmax_within and float16 and not bfloat16",
+    failed = run_pytest("tests/kernel/test_accuracy.py", "-k", "test_output_within and -softmax- and float16 and not bfloat16",
                         "--hypothesis-profile", "ci", "--device", "cpu", "--kernel", PLANTED, "--accuracy-report",
                         str(tmp_path / "report"), PYTHONPATH=str(mine))
     assert failed.returncode == pytest.ExitCode.TESTS_FAILED, failed.stdout[-3000:]
@@ -82,7 +82,7 @@ def test_a_kernel_named_by_its_file_replays_as_printed(run_pytest, tmp_path):
     mine = tmp_path / "elsewhere"
     mine.mkdir()
     shutil.copy(ROOT / "examples" / "my_kernels.py", mine / "my_kernels.py")
-    failed = run_pytest("tests/kernel/test_accuracy.py", "-k", "test_softmax_within and float16 and not bfloat16",
+    failed = run_pytest("tests/kernel/test_accuracy.py", "-k", "test_output_within and -softmax- and float16 and not bfloat16",
                         "--hypothesis-profile", "mutation", "--device", "cpu", "--kernel",
                         f"{mine / 'my_kernels.py'}:softmax_half_sum")
     assert failed.returncode == pytest.ExitCode.TESTS_FAILED, failed.stdout[-3000:]

@@ -23,9 +23,9 @@ from report.__main__ import main as report_cli
 DYING = "tests/scenarios/dying_worker.py"
 GATE_KERNEL = "tests.scenarios.gate_kernel:softmax"
 # The report and gate machinery is the same on every device: its sub-runs take the CPU, also in a GPU's run.
-ACCURACY = ("tests/kernel/test_accuracy.py", "-k", "test_softmax_within_derived_bound", "--hypothesis-profile", "ci",
+ACCURACY = ("tests/kernel/test_accuracy.py", "-k", "test_output_within_derived_bound and -softmax-", "--hypothesis-profile", "ci",
             "--device", "cpu")
-FP32_ACCURACY = ("tests/kernel/test_accuracy.py", "-k", "test_softmax_within_derived_bound and float32", "--hypothesis-profile",
+FP32_ACCURACY = ("tests/kernel/test_accuracy.py", "-k", "test_output_within_derived_bound and -softmax- and float32", "--hypothesis-profile",
                  "ci", "--device", "cpu")
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -330,24 +330,27 @@ def test_a_failure_and_its_record_name_the_same_worst_element():
     explanation and the record both name that element, never the special one."""
     from harness.judge import judge_softmax
     from harness.recording import worst_element
+    from oracles.call import Call
     from specs import torch_softmax
+    from specs.operations import SOFTMAX
 
     x = torch.tensor([[0.5, -torch.inf, 1.0, 2.0], [1.0, 3.0, -torch.inf, 0.25]])
     y = torch.softmax(x, -1)
     y[1, 3] = torch.nextafter(torch.nextafter(y[1, 3], torch.tensor(1.0)), torch.tensor(1.0))  # 2 ULP high
-    verdict = judge_softmax(torch_softmax.SPEC, "cpu", x, -1, y, replay="here")
+    call = Call(x, -1, SOFTMAX, "cpu")
+    verdict = judge_softmax(torch_softmax.SPEC, call, y, replay="here")
     assert verdict.worst() == (1, 3) and not verdict.kernel.special[1, 3]
     assert "worst element: row 1, column 3:" in verdict.explain()
     assert (worst_element(verdict)["row"], worst_element(verdict)["column"]) == (1, 3)
-    within = judge_softmax(torch_softmax.SPEC, "cpu", x, -1, torch.softmax(x, -1), replay="here")
+    within = judge_softmax(torch_softmax.SPEC, call, torch.softmax(x, -1), replay="here")
     assert not within.kernel.special[within.worst()]  # nothing beyond: the judged element nearest its bound
 
 
 def test_a_failure_is_said_when_it_happens_with_its_replay(run_pytest):
     """Under -n, pytest tells failures at the end of the run; the suite says each as it comes, one line and the
     replay command, before the rest of the run."""
-    test = "tests/kernel/test_accuracy.py::test_softmax_within_derived_bound[specs.mutants:finite_fill-float32]"
-    result = run_pytest("tests/kernel/test_accuracy.py", "tests/suite/test_ulp.py", "-k", "softmax_within and float32 "
+    test = "tests/kernel/test_accuracy.py::test_output_within_derived_bound[specs.mutants:finite_fill-softmax-float32]"
+    result = run_pytest("tests/kernel/test_accuracy.py", "tests/suite/test_ulp.py", "-k", "output_within and -softmax- and float32 "
                         "or test_ulp", "--kernel", "specs.mutants:finite_fill", "--self-tests", "--hypothesis-profile",
                         "mutation", "--device", "cpu", "-n", "2", "-p", "no:randomly")
     lines = result.stdout.splitlines()
