@@ -8,6 +8,8 @@ import torch
 
 from harness.judge import expect_refusal
 from kernels.fused_softmax import softmax as fused_softmax
+from oracles.call import Call
+from specs.operations import SOFTMAX
 from specs.registry import Capabilities, resolve
 
 
@@ -17,14 +19,14 @@ def test_a_user_kernel_refuses_as_torch_does_and_silence_is_caught():
     assert not user.clear_refusals
     ints, empty = torch.ones(2, 3, dtype=torch.int32), torch.ones(0, 3, dtype=torch.int32)
     refusal = Capabilities().refusal(ints, 1)
-    expect_refusal(user, lambda: user.softmax(ints, 1), ints, 1, refusal)  # RuntimeError: not implemented for 'Int'
-    expect_refusal(user, lambda: user.softmax(empty, 1), empty, 1, refusal)  # torch accepts an empty int tensor
+    of_ints, of_empty = Call(ints, 1, SOFTMAX, "cpu"), Call(empty, 1, SOFTMAX, "cpu")
+    expect_refusal(user, of_ints, refusal)  # RuntimeError: not implemented for 'Int'
+    expect_refusal(user, of_empty, refusal)  # torch accepts an empty int tensor
     silent = replace(user, softmax=lambda x, dim: torch.zeros(x.shape))
     with pytest.raises(AssertionError, match="returned numbers for an input outside"):
-        expect_refusal(silent, lambda: silent.softmax(ints, 1), ints, 1, refusal)
+        expect_refusal(silent, of_ints, refusal)
     with pytest.raises(RuntimeError):  # this project's kernels must raise the TypeError naming x.dtype
-        expect_refusal(replace(user, clear_refusals=True), lambda: user.softmax(ints, 1), ints, 1, refusal)
-
+        expect_refusal(replace(user, clear_refusals=True), of_ints, refusal)
 
 
 def test_offsets_past_31_bits_are_refused():
