@@ -195,3 +195,25 @@ def test_the_replay_holds_a_kernel_to_the_same_rules_as_a_run():
                              "--device", "cpu", "Case(shape=(4, 97), dim=1, dtype=torch.float32, seed=3)"],
                             cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 1 and "the kernel changed its input x" in result.stdout, result.stdout + result.stderr
+
+
+def test_a_call_for_an_fp32_output_is_named_and_replayed_as_that_operation(tmp_path, monkeypatch):
+    """A call's breadcrumb and replay name its operation: a crash asking for fp32 output replays that call."""
+    import torch
+
+    from harness import calls
+    from harness.strategies import Case, Values
+    from specs.registry import resolve
+
+    started = []
+    breadcrumbs = calls.Breadcrumbs(tmp_path, "this")
+    monkeypatch.setattr(breadcrumbs, "started", started.append)
+    guard = calls.Guard(calls.Watchdog(None, 1.0, breadcrumbs), breadcrumbs, calls.Outputs())
+    kernel = calls.guarded(resolve("torch"), guard)
+    monkeypatch.setattr(calls.CONTEXT, "backend", "cpu")
+    monkeypatch.setattr(calls.CONTEXT, "case", Case((2, 8), 1, torch.float16, Values("normal", 1.0), seed=0))
+    x = torch.randn(2, 8).half()
+    kernel.softmax(x, 1, out_dtype=torch.float32)
+    kernel.softmax(x, 1)
+    assert [call["op"] for call in started] == ["softmax_fp32_out", "softmax"]
+    assert "--op softmax_fp32_out " in started[0]["replay"] and "--op softmax " in started[1]["replay"]
