@@ -356,20 +356,16 @@ def guarded(spec: KernelSpec, guard: Guard) -> KernelSpec:
     """``spec`` with each of its callables (those of ``specs.operations``) going through ``guard``."""
     from specs.operations import OPERATIONS  # here: the kernels import triton, which the backend sets up first
 
-    def operation(runs: str, out_dtype) -> str:
-        """The operation a call of the callable ``runs`` with ``out_dtype`` makes (its breadcrumb and replay name
-        it): the entry asking for that out_dtype, else the one asking for none."""
-        entries = [op for op in OPERATIONS.values() if op.runs == runs]
-        return next((op.name for op in entries if out_dtype is not None and op.out_dtype == out_dtype),
-                    next(op.name for op in entries if op.out_dtype is None))
-
     def wrap(runs: str, function):
         if function is None:
             return None
+        # The operation a call makes, by the out_dtype it asks for (its breadcrumb and replay name it): the entry
+        # asking for that out_dtype, else the one asking for none.
+        named = {op.out_dtype: op.name for op in OPERATIONS.values() if op.runs == runs}
 
         def call(x, *args, **kwargs):
             dim = args[-1] if args else kwargs.get("dim", -1)
-            return guard.call(spec, operation(runs, kwargs.get("out_dtype")), function, x, dim, args, kwargs)
+            return guard.call(spec, named.get(kwargs.get("out_dtype"), named[None]), function, x, dim, args, kwargs)
 
         call.__wrapped__ = function
         return call
