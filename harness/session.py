@@ -40,6 +40,7 @@ sub-run inside a loaded gate does not start a thread per core again.
 
 from __future__ import annotations
 
+import gc
 import math
 import os
 import shutil
@@ -280,6 +281,16 @@ def build(config: pytest.Config) -> Session:
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
     session_of(config)
+    freeze_what_is_loaded(config)
+
+
+def freeze_what_is_loaded(config: pytest.Config) -> None:
+    """Keep the garbage collector off the objects loaded so far (torch's, Triton's, Hypothesis's: garbage none
+    of them) until the run ends: each full collection walked them all, and pytest collects five times at
+    exit, about a second of every process's start and stop, the suite's sub-runs included (docs/timings.md).
+    Registered before pytest's own clean-ups, the thaw runs after them."""
+    gc.freeze()
+    config.add_cleanup(gc.unfreeze)
 
 
 @pytest.hookimpl(optionalhook=True)
