@@ -85,7 +85,7 @@ def activate(requested: str, worker_id: str | None = None) -> Backend:
         if "triton" in sys.modules and not interpret_env:
             raise BackendError("triton was imported before TRITON_INTERPRET=1 was set; cannot run kernels on cpu")
         os.environ["TRITON_INTERPRET"] = "1"
-        triton_internals.patch_the_language_once()
+        triton_internals.speed_up_the_interpreter()
         return Backend(name, torch.device("cpu"), _device_name(name, torch.device("cpu")))
     if interpret_env:
         raise BackendError(f"TRITON_INTERPRET is set, which runs kernels on the CPU; unset it for --device {name}")

@@ -1,8 +1,12 @@
-"""The private internal of Triton's interpreter the suite changes, behind one function here and no other place.
+"""The private internals of Triton's interpreter the suite changes, behind :func:`speed_up_the_interpreter` and no
+other place.
 
-tests/suite/test_triton_internals.py fails when the internal disappears or
+tests/suite/test_triton_internals.py fails when an internal disappears or
 stops doing what is described below (a new Triton version); the fix then
-belongs here.
+belongs here.  Both changes leave every bit a kernel computes as it was, and
+both apply under the interpreter only (``TRITON_INTERPRET=1`` set before triton
+was imported); where a Triton version lacks the internal the runs go on as
+before (the suite's test of this module fails instead).
 
 * **A device function's call patches the language again**: under
   ``TRITON_INTERPRET=1`` a kernel's launch patches ``triton.language`` (each
@@ -17,6 +21,13 @@ belongs here.
   its restore, are unchanged.  Triton 3.9 restores after each launch; the
   triton-ascend interpreter (3.2) patches once and never restores, and its
   launches after the first then skip too.
+* **Every operation builds a table of numpy dtypes**: the interpreter's
+  ``_get_np_dtype``, called for most operations of every program, builds a
+  dict of the nineteen Triton dtypes each time it is called (about 20
+  microseconds; a fifth of an interpreted softmax's time: docs/timings.md).
+  :func:`look_up_numpy_dtypes_once` remembers its answer for each dtype, by the
+  name the table's keys compare by; pointers, and blocks of them, still take
+  the original.
 """
 
 from __future__ import annotations
@@ -39,10 +50,14 @@ def language_modules(fn) -> set[int]:
     return {id(value) for value in fn.__globals__.values() if value is tl or value is tl.core}
 
 
+def speed_up_the_interpreter() -> None:
+    """Both changes, in this process."""
+    patch_the_language_once()
+    look_up_numpy_dtypes_once()
+
+
 def patch_the_language_once() -> None:
-    """In this process, a ``_patch_lang`` whose modules are patched already does nothing.  Only under the
-    interpreter (``TRITON_INTERPRET=1`` set before triton was imported); where a Triton version has no
-    ``_patch_lang`` the runs go on as before (the suite's test of this module fails instead)."""
+    """In this process, a ``_patch_lang`` whose modules are patched already does nothing."""
     from triton.runtime import interpreter
 
     patch = getattr(interpreter, "_patch_lang", None)
@@ -70,3 +85,27 @@ def patch_the_language_once() -> None:
     patch_once.original = patch
     interpreter._patch_lang = patch_once
 
+
+
+def look_up_numpy_dtypes_once() -> None:
+    """In this process, ``_get_np_dtype`` answers each dtype it was asked before from what it answered then."""
+    import triton.language as tl
+    from triton.runtime import interpreter
+
+    original = getattr(interpreter, "_get_np_dtype", None)
+    if original is None or getattr(original, "remembers", False):
+        return
+    answers = {}
+
+    def remembered(tt_dtype):
+        element = tt_dtype.element_ty if isinstance(tt_dtype, tl.block_type) else tt_dtype
+        if isinstance(element, tl.pointer_type):
+            return original(tt_dtype)
+        answer = answers.get(element.name)
+        if answer is None:
+            answer = answers[element.name] = original(element)
+        return answer
+
+    remembered.remembers = True
+    remembered.original = original
+    interpreter._get_np_dtype = remembered

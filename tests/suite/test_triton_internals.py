@@ -1,5 +1,6 @@
-"""The private internal of Triton's interpreter the suite changes still does what harness/triton_internals.py says,
-and the change costs no bit: a kernel whose helpers patch the language once computes what it did before."""
+"""The private internals of Triton's interpreter the suite changes still do what harness/triton_internals.py says,
+and the changes cost no bit: a kernel whose helpers patch the language once, and whose dtypes are looked up once,
+computes what it did before."""
 
 import inspect
 
@@ -40,13 +41,33 @@ def test_the_run_patches_the_language_once_a_launch_and_restores_it_after(interp
     assert tl.core.is_builtin(tl.load), "the launch left the language patched"
 
 
-def test_the_same_bits_with_the_language_patched_once_or_at_every_call(interpreter, monkeypatch):
+def test_a_dtype_is_still_looked_up_by_the_interpreters_operations(interpreter):
+    """When none calls it, harness/triton_internals.py has nothing left to do there: remove that change."""
+    assert inspect.getsource(interpreter).count("_get_np_dtype(") > 1  # its definition, and calls
+
+
+def test_each_dtype_is_looked_up_as_the_original_does(interpreter):
+    import triton.language as tl
+
+    remembered = interpreter._get_np_dtype
+    assert getattr(remembered, "remembers", False), "the cpu backend did not apply the change"
+    scalars = [value for value in vars(tl).values() if isinstance(value, tl.dtype) and not isinstance(value, tl.block_type)
+               and value.name != "void"]
+    assert len(scalars) > 15, scalars
+    kinds = scalars + [tl.pointer_type(tl.float32)]
+    asked = kinds + [tl.block_type(kind, [4, 8]) for kind in kinds]
+    for tt_dtype in asked * 2:  # the second time from what it remembered
+        assert remembered(tt_dtype) == remembered.original(tt_dtype), tt_dtype
+
+
+def test_the_same_bits_with_the_interpreters_internals_as_they_were(interpreter, monkeypatch):
     from kernels.full_softmax import host
 
     x = (torch.randn(5, 3000, generator=torch.Generator().manual_seed(0)) * 8).to(torch.float16)
     keep = torch.rand(5, 3000, generator=torch.Generator().manual_seed(1)) > 0.3
-    once = [host.softmax(x, -1), host.log_softmax(x, -1), host.masked_softmax(x, keep, -1)]
+    changed = [host.softmax(x, -1), host.log_softmax(x, -1), host.masked_softmax(x, keep, -1)]
     monkeypatch.setattr(interpreter, "_patch_lang", interpreter._patch_lang.original)
-    every_call = [host.softmax(x, -1), host.log_softmax(x, -1), host.masked_softmax(x, keep, -1)]
-    for a, b in zip(once, every_call):
+    monkeypatch.setattr(interpreter, "_get_np_dtype", interpreter._get_np_dtype.original)
+    original = [host.softmax(x, -1), host.log_softmax(x, -1), host.masked_softmax(x, keep, -1)]
+    for a, b in zip(changed, original):
         assert torch.equal(a.view(torch.int16), b.view(torch.int16))
