@@ -42,6 +42,10 @@ BUG_CLASSES = {
 }
 
 
+# How ``--kernel`` selects each parent itself, correct: the control its mutants' catches are checked against.
+PARENTS = {rowwise: "rowwise", online: "specs.online:softmax"}
+
+
 def mutant(code, parent=rowwise, record=rowwise_record):
     """A kernel callable: ``parent`` with bug ``code`` planted, declaring the parent's ``record``."""
 
@@ -50,6 +54,7 @@ def mutant(code, parent=rowwise, record=rowwise_record):
 
     softmax.capabilities = record.CAPABILITIES
     softmax.precision = record.precision
+    softmax.parent = PARENTS[parent]
     return softmax
 
 

@@ -97,8 +97,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     caught = sum(bool(e["caught_by"]) for e in mutants)
     terminalreporter.write_sep("-", f"mutation score: {caught} of {len(mutants)} mutants caught")
     for e in mutants:
-        tests = ", ".join(sorted({name.split("[")[0] for name in e["caught_by"]})) or "SURVIVED"
+        tests = ", ".join(sorted({node.split("::")[-1].split("[")[0] for node in e["caught_by"]})) or "SURVIVED"
         terminalreporter.write_line(f"{e['mutant']:<26} {e['bug']:<78} caught first by {tests}")
     for e in correct:
-        verdict = "no false alarm" if not e["failed"] else f"FALSE ALARMS: {', '.join(e['failed'])}"
+        verdict = f"no false alarm {e['scope']}" if not e["failed"] else f"FALSE ALARMS: {', '.join(e['failed'])}"
         terminalreporter.write_line(f"correct kernel {e['correct']:<16} {verdict}")

@@ -8,9 +8,16 @@ stopped at its first failed test (``--maxfail-per-kernel 1``).  A mutant must be
 metamorphic test (not only by a contract test: it shares its parent's
 refusals); a correct kernel must fail none of those nor the contract tests.
 The end of the run prints the mutation score and, for each mutant, the test
-that caught it first.  The mutants' parents and torch.softmax given as a
-``module:function`` kernel are the correct kernels here; the registered
-kernels' own tests in the same run (rowwise among them) are theirs.
+that caught it first.
+
+A catch counts only where the test that made it passes on the mutant's parent:
+a test that failed the parent too would have caught the parent's own bug, not
+the planted one.  The registered parent, rowwise, runs every one of these tests
+in the same run, on the same examples (the mutation profile draws the ci
+profile's).  The other, the online softmax, runs in a sub-run the tests that
+caught its mutants, with the contract tests; torch.softmax given as a
+``module:function`` kernel runs all of them, a user's kernel file's path
+through the suite.
 """
 
 import xml.etree.ElementTree as ElementTree
@@ -18,16 +25,17 @@ import xml.etree.ElementTree as ElementTree
 import pytest
 
 from harness import payload
+from specs import mutants
 from specs.mutants import BUG_CLASSES
 
 CATCHING_TESTS = ("tests/kernel/test_accuracy.py", "tests/kernel/test_statistical_bias.py", "tests/kernel/test_metamorphic.py")
-# rowwise, the other mutants' parent, is a registered kernel: its own tests in the same run are these tests on the
-# same examples (the mutation profile draws the ci profile's).
-CORRECT_KERNELS = ("specs.online:softmax", "torch.nn.functional:softmax")
+CONTRACT_TESTS = ("tests/kernel/test_refusals.py",)
+UNREGISTERED_PARENT = "specs.online:softmax"
+USER_KERNEL = "torch.nn.functional:softmax"
 
 
 def failing_tests(run_pytest, kernels: list[str], junit, *args: str) -> tuple[dict[str, list[str]], str]:
-    """One sub-run judging ``kernels``: each kernel's failed tests, and the run's output."""
+    """One sub-run judging ``kernels``: each kernel's failed tests (node ids), and the run's output."""
     chosen = [arg for kernel in kernels for arg in ("--kernel", kernel)]
     result = run_pytest(*args, *chosen, "--hypothesis-profile", "mutation", "--junitxml", str(junit), "-q")
     if result.returncode not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
@@ -37,7 +45,8 @@ def failing_tests(run_pytest, kernels: list[str], junit, *args: str) -> tuple[di
     for case in ElementTree.parse(junit).getroot().iter("testcase"):
         if case.find("failure") is not None or case.find("error") is not None:
             name = case.get("name")
-            failed[next(k for k in kernels if f"[{k}-" in name or f"[{k}]" in name)].append(name)
+            node = f"{case.get('classname').replace('.', '/')}.py::{name}"
+            failed[next(k for k in kernels if f"[{k}-" in name or f"[{k}]" in name)].append(node)
     return failed, result.stdout
 
 
@@ -65,10 +74,37 @@ def test_each_mutant_is_stopped_at_its_first_failed_test(mutants_caught):
     assert all(len(failed) <= 1 for failed in mutants_caught.values()), mutants_caught
 
 
-@pytest.mark.parametrize("correct", CORRECT_KERNELS)
-def test_correct_kernel_raises_no_false_alarm(correct, run_pytest, tmp_path, request):
-    failed, output = failing_tests(run_pytest, [correct], tmp_path / "junit.xml", *CATCHING_TESTS,
-                                   "tests/kernel/test_refusals.py")
+def as_parents(caught: dict[str, list[str]], parent: str) -> list[str]:
+    """The tests that caught ``parent``'s mutants, as the parent's own (its name where the mutant's was)."""
+    tests = set()
+    for name, nodes in caught.items():
+        mutant = getattr(mutants, name.split(":")[1])
+        if mutant.parent == parent:
+            tests.update(node.replace(f"[{name}-", f"[{parent}-").replace(f"[{name}]", f"[{parent}]") for node in nodes)
+    return sorted(tests)
+
+
+def test_a_catch_is_checked_against_the_parent_as_the_same_test():
+    caught = {"specs.mutants:online_neg_inf_head": ["t.py::test_a[specs.mutants:online_neg_inf_head-softmax-x]"],
+              "specs.mutants:finite_fill": ["t.py::test_b[specs.mutants:finite_fill]"]}
+    assert as_parents(caught, UNREGISTERED_PARENT) == [f"t.py::test_a[{UNREGISTERED_PARENT}-softmax-x]"]
+    assert as_parents(caught, "rowwise") == ["t.py::test_b[rowwise]"]
+    assert set(mutants.PARENTS.values()) == {"rowwise", UNREGISTERED_PARENT}  # rowwise is registered
+
+
+def judged_correct(run_pytest, tmp_path, request, correct: str, *tests: str, scope: str) -> None:
+    failed, output = failing_tests(run_pytest, [correct], tmp_path / "junit.xml", *tests, *CONTRACT_TESTS)
     failed = failed[correct]
-    payload.add(request.node, "mutation", {"correct": correct, "failed": failed})
+    payload.add(request.node, "mutation", {"correct": correct, "scope": scope, "failed": failed})
     assert not failed, f"false alarm on {correct}: {failed}\n{output[-3000:]}"
+
+
+def test_the_unregistered_parent_passes_the_tests_that_caught_its_mutants(mutants_caught, run_pytest, tmp_path,
+                                                                           request):
+    tests = as_parents(mutants_caught, UNREGISTERED_PARENT)
+    judged_correct(run_pytest, tmp_path, request, UNREGISTERED_PARENT, *tests,
+                   scope=f"in the {len(tests)} test(s) that caught its mutants")
+
+
+def test_a_correct_kernel_given_as_module_function_raises_no_false_alarm(run_pytest, tmp_path, request):
+    judged_correct(run_pytest, tmp_path, request, USER_KERNEL, *CATCHING_TESTS, scope="in every catching test")
