@@ -6,8 +6,9 @@ For each shape class (``kernels/full_softmax/cuda_plan.py``: the row length
 rounded up to a power of two, the element size, masked or not) of the rows that
 ``bench/softmax_bandwidth.py`` measures, fp32 and half, masked and not, it tries
 the settings derived from the constants and a bounded set around them
-(``candidates``): warps halved and doubled, tiles of short rows doubled, chunks
-and spans halved and doubled.
+(``candidates``): warps from a quarter to four times as many (the split
+kernels' halved and doubled), tiles of short rows doubled, chunks and spans
+halved and doubled.
 
 Each candidate's output on the measured input is first compared with the
 derived settings': fp32 outputs (of fp32 rows, and of half rows with
@@ -79,18 +80,23 @@ def candidates(shape: ShapeClass) -> list[Settings]:
     derived = derived_settings(shape)
     if isinstance(derived, OnePass):
         rows, warps = derived.rows, derived.num_warps
-        tried = [OnePass(rows, warps // 2), OnePass(rows, warps * 2)]
+        tried = [OnePass(rows, w) for w in around(warps)]
         if rows > 1:  # short rows sharing a tile: twice the tile in twice the warps
             tried.append(OnePass(rows * 2, warps * 2))
     elif isinstance(derived, Chunked):
         chunk, warps = derived.chunk, derived.num_warps
-        tried = [Chunked(chunk, warps // 2), Chunked(chunk, warps * 2)]
+        tried = [Chunked(chunk, w) for w in around(warps)]
         tried += [Chunked(c, gpu_row_warps(c, shape.element_size, shape.masked)) for c in (chunk // 2, chunk * 2)]
     else:
         span, stats, write = derived.span, derived.num_warps, derived.write_warps
         tried = [Split(span, stats // 2, write), Split(span, stats * 2, write), Split(span, stats, write // 2),
                  Split(span, stats, write * 2), Split(span // 2, stats, write), Split(span * 2, stats, write)]
     return [derived] + [settings for settings in dict.fromkeys(tried) if settings != derived and valid(settings, shape)]
+
+
+def around(warps: int) -> list[int]:
+    """Warps to try beside ``warps``: a quarter, half, twice and four times as many."""
+    return [warps // 4, warps // 2, warps * 2, warps * 4]
 
 
 def valid(settings: Settings, shape: ShapeClass) -> bool:
@@ -154,7 +160,7 @@ def compare(expected: torch.Tensor, y: torch.Tensor, x: torch.Tensor, mask: torc
     if torch.equal(expected, y):
         return "bitwise"
     if y.dtype == torch.float32:
-        return "fp32 bits differ from the derived settings'"
+        return "bits differ from the derived settings'"
     rows = (expected != y).any(dim=1).nonzero().flatten()[:max(1, min(JUDGED_ROWS, JUDGED_ELEMENTS // x.shape[1]))]
     call = Call(x[rows], -1, SOFTMAX if mask is None else MASKED_SOFTMAX, "cuda", None if mask is None else mask[rows])
     judged = measure("full_softmax", call, y[rows], correctly_rounded.softmax(call), record.precision(call))
