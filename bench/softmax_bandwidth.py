@@ -19,15 +19,11 @@ as such.  The inputs are randn * 8 (gaps of up to ~80 in a row), and each
 kernel's largest error on them, in ulps of fp32 to the float64 softmax, is
 measured on the fp32 rows.
 
-Timing: ``triton.testing.do_bench_cudagraph``, mean: a CUDA graph of many
-calls, replayed ten times, so that neither Python's launch overhead nor the
-events' half-microsecond tick weighs on kernels of a few microseconds.  Each
-call in the graph reads the next of enough copies of the input, and writes a
-fresh output, that a copy is not read again before ``ROTATION_L2`` times the L2
-cache has gone through: inputs come from memory, not from L2, as they would in
-a model, without a cache flush between calls.  On a machine without a GPU the
-script runs once, tiny, under the Triton interpreter, as a smoke check: its
-numbers are not performance.
+Timing: ``triton.testing.do_bench_cudagraph`` over inputs rotated through
+four L2 caches' worth of copies (``bench/bandwidth_method.py``, which
+``bench/tune_plans.py`` shares).  On a machine without a GPU the script runs
+once, tiny, under the Triton interpreter, as a smoke check: its numbers are not
+performance.
 
 torch.compile is timed twice: as the suite registers it (``inductor``,
 ``dynamic=True``, one kernel for every shape) and as most callers meet it
@@ -43,9 +39,7 @@ of a copy for rows of 1024 to 32768, fp32 errors of at most 4 ulps.
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
-import math
 import os
 import statistics
 import sys
@@ -58,26 +52,18 @@ SMOKE = not torch.cuda.is_available()
 if SMOKE:
     os.environ["TRITON_INTERPRET"] = "1"  # before triton is imported
 
-import triton  # noqa: E402
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.bandwidth_method import LONG_ROWS, M, WIDTHS, card, logits, rotation, shapes, time_ms  # noqa: E402
 from kernels import full_softmax, fused_softmax, peers  # noqa: E402
 from oracles.formats import FP32  # noqa: E402
 from report.figures import pyplot  # noqa: E402
 from specs.registry import resolve  # noqa: E402
 
-WIDTHS = [128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536]
-LONG_ROWS = [1 << 18, 1 << 20]
-M = 4096
 ROUNDS = 3
 # A first round, not counted: on the H100 the first round of a shape ran slower where no ulps
 # were measured before it (bf16 rows of 128 to 2048: at N = 512, full_softmax 1073 GB/s, then
 # 1306 and 1171; torch 804, then 1035 and 1035).
 WARMUP_ROUNDS = 1
-# Inputs rotate through copies filling this many L2 caches: a copy is out of L2 when read again.
-ROTATION_L2 = 4
-REP_MS = 10  # one replay of the graph: calls enough for about this long
-SCALE = 8.0  # logits of randn * 8: gaps large enough that the rounding of x - max shows
 # The softmaxes people use, the fastest of which sets the bar.
 PEERS = ("torch", "liger", "flag_gems", "inductor", "inductor_static", "quack")
 # The registered peers (specs/peers.py), timed where they run: their reasons where not.
@@ -111,31 +97,6 @@ PROVIDERS = {
 REFUSALS = {"fused_softmax": fused_softmax.LIMITS, "liger": peers.LIGER, "quack": peers.QUACK}  # rows too long
 
 
-def rotation(x: torch.Tensor) -> list[torch.Tensor]:
-    """``x`` and enough copies of it to fill ROTATION_L2 L2 caches."""
-    nbytes = x.numel() * x.element_size()
-    copies = math.ceil(ROTATION_L2 * torch.cuda.get_device_properties(x.device).L2_cache_size / nbytes)
-    return [x] + [x.clone() for _ in range(copies - 1)]
-
-
-def time_ms(fn, inputs: list[torch.Tensor]) -> float:
-    """Mean time of one call in a CUDA graph of calls, each on the next of ``inputs``.
-
-    Each output is kept until its slot comes round again, so that outputs rotate through as
-    much memory as inputs do: a call writing over the output of the call before would find its
-    lines in L2.
-    """
-    fn(inputs[0])  # compile outside the graph
-    outputs = [None] * len(inputs)
-    calls = itertools.count()
-
-    def call() -> None:
-        slot = next(calls) % len(inputs)
-        outputs[slot] = fn(inputs[slot])
-
-    return triton.testing.do_bench_cudagraph(call, rep=REP_MS, return_mode="mean")
-
-
 def max_ulps(y: torch.Tensor, exact: torch.Tensor) -> float:
     """The largest error of an fp32 output, in ulps of fp32 at the float64 softmax ``exact``.
 
@@ -163,8 +124,7 @@ def failure(name: str, call) -> str | None:
 
 def measure(rows: int, cols: int, dtype: torch.dtype) -> dict:
     nbytes = rows * cols * torch.finfo(dtype).bits // 8
-    x = (torch.randn(rows, cols, device="cuda", generator=torch.Generator(device="cuda").manual_seed(0))
-         * SCALE).to(dtype)
+    x = logits(rows, cols, dtype)
     providers = {name: fn for name, fn in PROVIDERS.items()
                  if name not in REFUSALS or REFUSALS[name].refusal(x, -1) is None}
     failed = {name: error for name in REGISTERED_PEERS if name in providers
@@ -270,17 +230,6 @@ def smoke() -> None:
         print(f"  {name:<14} ran in {elapsed * 1e3:8.1f} ms, max abs error {error:.2e}")
 
 
-def card() -> dict:
-    """The card the figures are of, with what makes them comparable across cards: its SMs, L2 and memory's peak
-    bandwidth (double data rate times the bus width, where torch reports both)."""
-    properties = torch.cuda.get_device_properties(torch.cuda.current_device())
-    clock_khz, bus_bits = getattr(properties, "memory_clock_rate", 0), getattr(properties, "memory_bus_width", 0)
-    return {"name": properties.name, "sms": properties.multi_processor_count,
-            "l2_mib": round(properties.L2_cache_size / 2**20, 1),
-            "peak_gbps": round(2 * clock_khz * 1e3 * bus_bits / 8 / 1e9) if clock_khz and bus_bits else None,
-            "torch": torch.__version__, "triton": __import__("triton").__version__}
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("docs/bench"))
@@ -292,11 +241,9 @@ def main() -> None:
     print("\n".join(not_run()), flush=True)
     results = []
     for dtype in (getattr(torch, name) for name in args.dtypes):
-        for n in WIDTHS:
-            results.append(measure(M, n, dtype))
-        for n in LONG_ROWS:
-            results.append(measure((1 << 26) // n, n, dtype))
-        print("\n".join(table(results[-len(WIDTHS) - len(LONG_ROWS):])), flush=True)
+        for rows, n in shapes():
+            results.append(measure(rows, n, dtype))
+        print("\n".join(table(results[-len(shapes()):])), flush=True)
     args.out.mkdir(parents=True, exist_ok=True)
     device = card()
     (args.out / "bandwidth.json").write_text(json.dumps({"device": device, "results": results}, indent=1) + "\n")

@@ -55,6 +55,12 @@ def compute_units(device: torch.device) -> int:
 
 
 @functools.cache
+def card_name(device: torch.device) -> str:
+    """A CUDA card's name as torch reports it: its tuned launch plans are filed under it."""
+    return torch.cuda.get_device_properties(device).name
+
+
+@functools.cache
 def cache_bytes(device: torch.device) -> int:
     """Last-level cache size: L2 on CUDA; elsewhere a modest guess (it only sizes chunked launches)."""
     if device.type == "cuda":

@@ -3,6 +3,7 @@
 * :mod:`.triton_code`: the Triton kernels (one pass, chunked, split rows) and their helpers;
 * :mod:`.arithmetic`: how a call computes (float64, fp32 with the gap's error recovered, half);
 * :mod:`.plan`, :mod:`.cuda_plan`, :mod:`.buffer_plan`: the launch plans, per device, with their constants;
+* :mod:`.tuned_plans`: the launch settings tuned on a card, from its committed table (``tuned/``);
 * :mod:`.layout`: the merging of the dims that index rows;
 * :mod:`.launch_cache`: repeated calls launched without replanning;
 * :mod:`.host`: the checks, the plan of a call, the launches, and the API below.

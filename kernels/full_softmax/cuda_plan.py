@@ -1,8 +1,19 @@
-"""full_softmax's launch plans on CUDA, and the constants they take (tuned on an H100: docs/speed.md)."""
+"""full_softmax's launch plans on CUDA: the path a row length takes, and the launch settings of each shape class.
+
+A shape class is what a plan may depend on without breaking batch invariance: the row length
+rounded up to a power of two, the element size, and whether the call is masked; never the number
+of rows, which sets only the program count.  The path follows from the class by the constants
+below.  A class's settings (warps, rows of a tile, chunk or span) come from the card's tuned
+table where it has one (``tuned_plans.py``, written by ``bench/tune_plans.py``), and are derived
+otherwise from the constants below, tuned by hand on an H100 (docs/speed.md).
+"""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import NamedTuple
 
 import triton
 
@@ -32,36 +43,87 @@ GPU_CHUNKED_ROW_BYTES = 1 << 19
 GPU_SPLIT_SPAN = 4096
 GPU_SPLIT_STATS_WARPS = 4
 GPU_SPLIT_WRITE_WARPS = 8
+GPU_MAX_WARPS = 32  # a CUDA block's 1024 threads
 
 
-def gpu_plan(n: int, n_rows: int, units: int, element_size: int, masked: bool = False) -> Plan:
-    """CUDA: as many programs as the rows allow, each holding GPU_THREAD_BYTES a thread (fp32 rows
-    of 1024 and shorter: a warp; of 16384 and longer: GPU_WIDE_FP32_THREAD_BYTES).
+class ShapeClass(NamedTuple):
+    """What a plan may depend on: never the number of rows (batch invariance)."""
 
-    Rows of up to GPU_ROW_ELEMENTS take one program and one pass (short rows share
-    a tile of GPU_TILE_BYTES); longer rows are chunked, a program a row, the
-    second pass rereading what L2 still holds; rows longer than
-    GPU_CHUNKED_ROW_BYTES are split over programs, each taking a span.  Masked
-    rows: GPU_MASKED_ROW_BYTES and GPU_MASKED_CHUNK.
-    """
-    row_bytes = n * element_size
-    if n <= (GPU_MASKED_ROW_BYTES // element_size if masked else GPU_ROW_ELEMENTS):
-        block = triton.next_power_of_2(max(n, 1))
-        block_bytes = block * element_size
+    row_bucket: int  # the row length rounded up to a power of two
+    element_size: int  # bytes of an input element
+    masked: bool
+
+
+@dataclass(frozen=True)
+class OnePass:
+    """A row in one pass: a tile of ``rows`` rows of the bucket's length a program."""
+
+    rows: int
+    num_warps: int
+
+    def tile(self, bucket: int) -> int:
+        """Elements of a tile."""
+        return self.rows * bucket
+
+
+@dataclass(frozen=True)
+class Chunked:
+    """A row in chunks of ``chunk`` elements, read twice by one program (the second time from L2)."""
+
+    chunk: int
+    num_warps: int
+
+    def tile(self, bucket: int) -> int:
+        return self.chunk
+
+
+@dataclass(frozen=True)
+class Split:
+    """A row in spans of ``span`` elements (one tile) over programs: statistics, then writes."""
+
+    span: int
+    num_warps: int  # the statistics kernel's
+    write_warps: int
+
+    def tile(self, bucket: int) -> int:
+        return self.span
+
+
+Settings = OnePass | Chunked | Split
+SETTINGS = {"single": OnePass, "chunked": Chunked, "split": Split}  # by the path that takes them
+
+
+def shape_class(n: int, element_size: int, masked: bool) -> ShapeClass:
+    return ShapeClass(triton.next_power_of_2(max(n, 1)), element_size, masked)
+
+
+def path_of(shape: ShapeClass) -> str:
+    """Rows of up to GPU_ROW_ELEMENTS take one pass (masked rows: GPU_MASKED_ROW_BYTES); longer rows are
+    chunked, the second pass rereading what L2 still holds; rows longer than GPU_CHUNKED_ROW_BYTES are
+    split over programs.  Each limit is a power of two, so a row and its bucket take the same path."""
+    bucket, element_size, masked = shape
+    if bucket <= (GPU_MASKED_ROW_BYTES // element_size if masked else GPU_ROW_ELEMENTS):
+        return "single"
+    return "chunked" if bucket * element_size <= GPU_CHUNKED_ROW_BYTES else "split"
+
+
+def derived_settings(shape: ShapeClass) -> Settings:
+    """A class's settings from the constants: a program holds GPU_THREAD_BYTES a thread (fp32 rows of 1024
+    and shorter: a warp; of 16384 and longer: GPU_WIDE_FP32_THREAD_BYTES); short rows share a tile of
+    GPU_TILE_BYTES; chunks of GPU_CHUNK (masked rows: GPU_MASKED_CHUNK); spans of GPU_SPLIT_SPAN."""
+    bucket, element_size, masked = shape
+    path = path_of(shape)
+    if path == "single":
+        block_bytes = bucket * element_size
         if block_bytes <= GPU_WARP_ROW_BYTES:
-            rows, warps = GPU_TILE_BYTES // block_bytes, GPU_TILE_BYTES // (32 * GPU_TILE_THREAD_BYTES)
-        elif block_bytes < GPU_SHORT_ROW_BYTES:
-            rows, warps = GPU_SHORT_ROW_BYTES // block_bytes, 1
-        else:
-            rows, warps = 1, gpu_row_warps(block, element_size, masked)
-        return Plan("single", block, rows, warps, programs=math.ceil(n_rows / rows))
-    if row_bytes <= GPU_CHUNKED_ROW_BYTES:
+            return OnePass(GPU_TILE_BYTES // block_bytes, GPU_TILE_BYTES // (32 * GPU_TILE_THREAD_BYTES))
+        if block_bytes < GPU_SHORT_ROW_BYTES:
+            return OnePass(GPU_SHORT_ROW_BYTES // block_bytes, 1)
+        return OnePass(1, gpu_row_warps(bucket, element_size, masked))
+    if path == "chunked":
         chunk = GPU_MASKED_CHUNK if masked else GPU_CHUNK
-        return Plan("chunked", chunk, 1, gpu_row_warps(chunk, element_size, masked),
-                    programs=min(n_rows, units * GPU_PROGRAMS_PER_UNIT))
-    return split_plan(Plan("split", GPU_SPLIT_SPAN, 1, GPU_SPLIT_STATS_WARPS,
-                           splits=triton.next_power_of_2(math.ceil(n / GPU_SPLIT_SPAN)),
-                           write_warps=GPU_SPLIT_WRITE_WARPS), n, n_rows)
+        return Chunked(chunk, gpu_row_warps(chunk, element_size, masked))
+    return Split(GPU_SPLIT_SPAN, GPU_SPLIT_STATS_WARPS, GPU_SPLIT_WRITE_WARPS)
 
 
 def gpu_row_warps(block: int, element_size: int, masked: bool) -> int:
@@ -70,4 +132,22 @@ def gpu_row_warps(block: int, element_size: int, masked: bool) -> int:
     if element_size == 4 and block_bytes <= GPU_WARP_FP32_ROW_BYTES and not masked:
         return 1
     wide_fp32 = element_size == 4 and block_bytes >= GPU_WIDE_FP32_BYTES and not masked
-    return min(32, block_bytes // (32 * (GPU_WIDE_FP32_THREAD_BYTES if wide_fp32 else GPU_THREAD_BYTES)))
+    return min(GPU_MAX_WARPS, block_bytes // (32 * (GPU_WIDE_FP32_THREAD_BYTES if wide_fp32 else GPU_THREAD_BYTES)))
+
+
+def gpu_plan(n: int, n_rows: int, units: int, element_size: int, masked: bool = False,
+             tuned: Mapping[ShapeClass, Settings] | None = None) -> Plan:
+    """CUDA: the plan of rows of n, with the settings of their shape class in ``tuned`` (the card's
+    table), else derived; as many programs as the rows allow (chunked rows: GPU_PROGRAMS_PER_UNIT an SM
+    at most, of ``units``)."""
+    shape = shape_class(n, element_size, masked)
+    settings = (tuned or {}).get(shape) or derived_settings(shape)
+    if isinstance(settings, OnePass):
+        return Plan("single", shape.row_bucket, settings.rows, settings.num_warps,
+                    programs=math.ceil(n_rows / settings.rows))
+    if isinstance(settings, Chunked):
+        return Plan("chunked", settings.chunk, 1, settings.num_warps,
+                    programs=min(n_rows, units * GPU_PROGRAMS_PER_UNIT))
+    return split_plan(Plan("split", settings.span, 1, settings.num_warps,
+                           splits=triton.next_power_of_2(math.ceil(n / settings.span)),
+                           write_warps=settings.write_warps), n, n_rows)

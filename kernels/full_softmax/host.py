@@ -16,6 +16,7 @@ from .launch_cache import CONTIGUOUS_CALLS, ContiguousLaunch, call_key, remember
 from .layout import MAX_OUTER_DIMS, row_layout
 from .plan import Plan
 from .triton_code import rows_kernel, split_stats_kernel, split_write_kernel
+from .tuned_plans import card_plans
 
 LIMITS = InputLimits(dtypes=HALF_AND_SINGLE)  # any rank, dim, strides and row length
 
@@ -25,14 +26,14 @@ def plan(shape: tuple[int, ...], dim: int, device: torch.device, element_size: i
     """The path and tile for a call.
 
     The tile, the warps and the path follow from the row length (and, on CUDA,
-    whether the call is masked) alone: a row's sum must not change with the
-    number of rows around it (batch invariance).
+    whether the call is masked, and the card's tuned table) alone: a row's sum
+    must not change with the number of rows around it (batch invariance).
     Only the program count may.
     """
     n = shape[dim]
     n_rows = max(math.prod(shape) // max(n, 1), 1)
     if device.type == "cuda" and not interpreted():
-        return gpu_plan(n, n_rows, compute_units(device), element_size, masked)
+        return gpu_plan(n, n_rows, compute_units(device), element_size, masked, card_plans(device))
     return buffer_plan(n, n_rows, device, element_size, compute_units(device), interpreted())
 
 

@@ -197,6 +197,7 @@ def test_the_cuda_profile_bounds_the_plan_of_the_call(monkeypatch, fresh_launch_
     deep, with at least as many rescales, as the plan that call takes."""
     monkeypatch.setattr(host, "interpreted", lambda: False)  # plan as for a compiled CUDA kernel
     monkeypatch.setattr(host, "compute_units", lambda device: 132)
+    monkeypatch.setattr(host, "card_plans", lambda device: {})  # a card without a tuned table
     for n in CUDA_LENGTHS:
         x = types.SimpleNamespace(shape=(4, n), device=torch.device("cuda", 0), dtype=dtype,
                                   element_size=lambda: torch.finfo(dtype).bits // 8)
@@ -214,6 +215,7 @@ def test_a_one_pass_cuda_row_is_a_tile_a_program_however_many_rows(monkeypatch, 
     programs looping over tiles ran slower on many rows (README, "Speed")."""
     monkeypatch.setattr(host, "interpreted", lambda: False)
     monkeypatch.setattr(host, "compute_units", lambda device: 132)
+    monkeypatch.setattr(host, "card_plans", lambda device: {})  # a card without a tuned table
     for n_rows in (1, 4096, 65536, 1 << 22):
         plan = host.plan((n_rows, n), 1, torch.device("cuda", 0), 4, masked)
         assert plan.path == "single", (n_rows, n, masked)
@@ -232,6 +234,7 @@ def test_a_split_row_is_cut_into_whole_tiles_and_each_span_holds_columns(monkeyp
     fake_ascend_driver(monkeypatch, {0: {"num_vectorcore": 48}})
     monkeypatch.setattr(host, "interpreted", lambda: False)
     monkeypatch.setattr(host, "compute_units", lambda device: 132)
+    monkeypatch.setattr(host, "card_plans", lambda device: {})  # a card without a tuned table
     plan = host.plan((8, n), 1, FakeDevice(device_type, 0), 4)
     if plan.path != "split":
         pytest.skip(f"{n} is not split on {device_type}")
