@@ -17,6 +17,16 @@ belongs here.
   and on which modules happened to be imported when a draw was made.  The
   strategies name every interesting value themselves (harness/strategies.py),
   so :func:`mine_no_constants` makes the miner find none.
+* **Shrinking bounded in time**: a failing test shrinks its example until
+  Hypothesis's ``MAX_SHRINKING_SECONDS`` (300 s,
+  ``hypothesis.internal.conjecture.engine``) have passed, then reports the
+  smallest failing example it found so far; no setting changes it.  A gate's
+  rows of 2^20 elements, an oracle's judgement each shrink step, would spend
+  those five minutes per failing test before the run ends with its verdict.
+  :func:`bound_shrinking` sets it for the run's profile
+  (``harness.profiles.SHRINKING_SECONDS``).  Only a failure shrinks: the inputs
+  a passing run draws do not change.  Hypothesis's own warning when the bound
+  is hit still says "five minutes".
 * Public, for the same cache: Hypothesis keeps what it mined in its home
   directory, which xdist workers and the suite's sub-runs share; in a fresh
   checkout one process could read a file another was still writing and draw
@@ -32,9 +42,10 @@ import shutil
 import tempfile
 
 from hypothesis.configuration import set_hypothesis_home_dir
-from hypothesis.internal.conjecture import providers
+from hypothesis.internal.conjecture import engine, providers
 
 SEED_ATTRIBUTE = "_hypothesis_internal_use_seed"
+HYPOTHESIS_SHRINKING_SECONDS = getattr(engine, "MAX_SHRINKING_SECONDS", None)
 
 
 def pin_seed(test, seed: int):
@@ -48,6 +59,13 @@ def mine_no_constants() -> None:
     version has no such miner the run goes on as before (the suite's test of this module fails instead)."""
     if hasattr(providers, "_get_local_constants") and hasattr(providers, "Constants"):
         providers._get_local_constants = providers.Constants
+
+
+def bound_shrinking(seconds: float | None) -> None:
+    """A failing test of this process shrinks for at most ``seconds`` (None: Hypothesis's own bound).  Where a
+    Hypothesis version has no such bound the run goes on as before (the suite's test of this module fails instead)."""
+    if HYPOTHESIS_SHRINKING_SECONDS is not None:
+        engine.MAX_SHRINKING_SECONDS = HYPOTHESIS_SHRINKING_SECONDS if seconds is None else seconds
 
 
 def use_own_home() -> None:

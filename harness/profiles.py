@@ -13,6 +13,10 @@
   first failing example, without shrinking (a caught mutant needs no minimal
   example, only the name of the test that caught it).
 
+A failing test shrinks its example for at most :data:`SHRINKING_SECONDS` of its
+profile, then reports the smallest failing example found so far: a gate ends
+with its verdict in time; a night may shrink for Hypothesis's own five minutes.
+
 An example database (``SOFTMAX_SUITE_EXAMPLES=DIR``) is read first by every
 profile but ``mutation``, so a failure found by the nightly run replays in the
 next gate run.  :mod:`harness.session` decides the run's profile and database
@@ -26,6 +30,8 @@ from hypothesis.database import DirectoryBasedExampleDatabase
 
 NAMES = ("dev", "ci", "nightly", "mutation")
 CI_EXAMPLES = 25
+# Seconds a failing test may shrink (harness.hypothesis_internals.bound_shrinking); None: Hypothesis's own 300.
+SHRINKING_SECONDS = {"dev": 20, "ci": 20, "nightly": None, "mutation": None}
 _registered = False  # whether this process registered the profiles (Hypothesis has a "ci" profile of its own)
 
 

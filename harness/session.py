@@ -181,13 +181,15 @@ def decide_draws(config: pytest.Config, gate: Gate | None) -> Draws:
 
 
 def load_profile(draws: Draws) -> None:
-    """Register the suite's profiles with the run's example database, and load the run's."""
+    """Register the suite's profiles with the run's example database, and load the run's, with its bound on
+    shrinking."""
     profiles.register(draws.database)
     try:
         settings.load_profile(draws.profile)
     except InvalidArgument:
         raise pytest.UsageError(f"--hypothesis-profile {draws.profile!r}: no such profile; the suite registers "
                                 f"{', '.join(profiles.NAMES)} (harness/profiles.py)") from None
+    hypothesis_internals.bound_shrinking(profiles.SHRINKING_SECONDS.get(draws.profile))
 
 
 def call_timeout(config: pytest.Config, backend: str) -> float | None:

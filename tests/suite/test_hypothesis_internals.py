@@ -5,15 +5,17 @@ no longer be its baseline's, and harness/hypothesis_internals.py is the one plac
 """
 
 import inspect
+import time
 
 import hypothesis
 import pytest
 from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
 from hypothesis.database import InMemoryExampleDatabase
-from hypothesis.internal.conjecture import providers
+from hypothesis.internal.conjecture import engine, providers
 
-from harness import hypothesis_internals
+from harness import hypothesis_internals, profiles
+from harness.session import session_of
 
 
 def drawn(seed: int) -> list[int]:
@@ -64,3 +66,33 @@ def test_no_constant_is_mined_from_the_suites_own_modules():
     import harness.strategies  # noqa: F401  (a local module full of constants, imported)
 
     assert len(providers._get_local_constants()) == 0
+
+
+def test_the_shrinking_bound_is_the_one_hypothesis_reads_when_it_starts_shrinking():
+    assert "MAX_SHRINKING_SECONDS" in inspect.getsource(engine.ConjectureRunner.shrink_interesting_examples)
+
+
+def test_this_run_shrinks_for_its_profiles_bound(pytestconfig):
+    bound = profiles.SHRINKING_SECONDS[session_of(pytestconfig).draws.profile]
+    assert engine.MAX_SHRINKING_SECONDS == (hypothesis_internals.HYPOTHESIS_SHRINKING_SECONDS if bound is None
+                                            else bound)
+
+
+def test_a_failing_example_shrinks_within_the_bound_and_still_fails(monkeypatch):
+    monkeypatch.setattr(engine, "MAX_SHRINKING_SECONDS", engine.MAX_SHRINKING_SECONDS)  # restored after the test
+    hypothesis_internals.bound_shrinking(1)
+    failures = []
+
+    @settings(max_examples=100, database=None, deadline=None, phases=[Phase.generate, Phase.shrink])
+    @given(st.lists(st.integers(0, 2**32), min_size=3))
+    def fails(values):
+        time.sleep(0.1)
+        if sum(values) >= 2**20:
+            failures.append(time.perf_counter())
+            raise AssertionError("planted")
+
+    with pytest.raises(AssertionError, match="planted"):
+        fails()
+    # Unbounded, shrinking these three integers takes about sixty calls, six seconds, past the first failure; the
+    # bound is checked between calls, and the smallest example found is run once more to report it.
+    assert 1 < time.perf_counter() - failures[0] < 4
