@@ -28,6 +28,16 @@ before (the suite's test of this module fails instead).
   :func:`look_up_numpy_dtypes_once` remembers its answer for each dtype, by the
   name the table's keys compare by; pointers, and blocks of them, still take
   the original.
+* **triton-ascend's ``tl.max`` is reduced one element at a time**: its
+  ``tl.max`` folds ``_elementwise_max_default`` (``triton_patch``), which the
+  interpreter's ``ReduceOps.apply_impl`` does not know, so it takes
+  ``generic_reduce``: for every element, the combine function through Triton's
+  semantics, whose maximum is ``np.maximum`` (NaN propagated).  A row max of
+  1024 elements costs about 65 ms, most of an interpreted softmax's time there
+  (docs/timings.md).  :func:`fold_ascend_max_by_slices` folds the same
+  ``np.maximum`` in the same order along the axis, a slice of every row at a
+  time: the same bits, signed zeros and NaNs included.  Upstream Triton reduces
+  its ``tl.max`` with numpy already and has no ``triton_patch``: nothing to do.
 """
 
 from __future__ import annotations
@@ -51,9 +61,10 @@ def language_modules(fn) -> set[int]:
 
 
 def speed_up_the_interpreter() -> None:
-    """Both changes, in this process."""
+    """The changes, in this process."""
     patch_the_language_once()
     look_up_numpy_dtypes_once()
+    fold_ascend_max_by_slices()
 
 
 def patch_the_language_once() -> None:
@@ -109,3 +120,40 @@ def look_up_numpy_dtypes_once() -> None:
     remembered.remembers = True
     remembered.original = original
     interpreter._get_np_dtype = remembered
+
+
+def fold_ascend_max_by_slices() -> None:
+    """In this process, a reduction by triton-ascend's ``_elementwise_max_default`` of one tensor folds
+    ``np.maximum`` over whole slices along the axis, in the order ``generic_reduce`` takes the elements."""
+    import numpy as np
+    from triton.runtime import interpreter
+
+    try:
+        from triton.triton_patch.language.standard import _elementwise_max_default
+    except ImportError:  # upstream Triton
+        return
+    reduce_ops = getattr(interpreter, "ReduceOps", None)
+    original = getattr(reduce_ops, "apply_impl", None)
+    if original is None or getattr(original, "folds_by_slices", False):
+        return
+    maximum = getattr(_elementwise_max_default, "fn", _elementwise_max_default)
+
+    def apply_impl(self, input):
+        if len(input) != 1 or getattr(self.combine_fn, "fn", self.combine_fn) is not maximum:
+            return original(self, input)
+        data, axis = input[0].handle.data, self.axis
+        if axis is None:
+            data, axis = data.reshape(-1), 0
+        folded = np.take(data, 0, axis=axis)
+        for i in range(1, data.shape[axis]):
+            folded = np.maximum(folded, np.take(data, i, axis=axis))
+        folded = np.asarray(folded, dtype=data.dtype)
+        if self.keep_dims:
+            folded = np.expand_dims(folded, axis) if self.axis is not None else folded.reshape((1,) * data.ndim)
+        elif self.axis is None:
+            folded = folded.item()
+        return self.to_tensor(folded, input[0].dtype)
+
+    apply_impl.folds_by_slices = True
+    apply_impl.original = original
+    reduce_ops.apply_impl = apply_impl

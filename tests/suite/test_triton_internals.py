@@ -6,6 +6,8 @@ import inspect
 
 import pytest
 import torch
+import triton
+import triton.language as tl
 
 from harness import triton_internals
 
@@ -25,9 +27,10 @@ def test_a_device_function_call_still_patches_the_language(interpreter):
 
 
 def test_the_run_patches_the_language_once_a_launch_and_restores_it_after(interpreter, monkeypatch):
-    import triton.language as tl
-
     from kernels.full_softmax import host
+
+    if getattr(interpreter.ReduceOps.apply_impl, "folds_by_slices", False):
+        pytest.skip("triton-ascend's interpreter patches the language for good, and restores nothing")
 
     patch_once = interpreter._patch_lang
     assert getattr(patch_once, "patches_once", False), "the cpu backend did not apply the change"
@@ -68,6 +71,42 @@ def test_the_same_bits_with_the_interpreters_internals_as_they_were(interpreter,
     changed = [host.softmax(x, -1), host.log_softmax(x, -1), host.masked_softmax(x, keep, -1)]
     monkeypatch.setattr(interpreter, "_patch_lang", interpreter._patch_lang.original)
     monkeypatch.setattr(interpreter, "_get_np_dtype", interpreter._get_np_dtype.original)
+    if getattr(interpreter.ReduceOps.apply_impl, "folds_by_slices", False):
+        monkeypatch.setattr(interpreter.ReduceOps, "apply_impl", interpreter.ReduceOps.apply_impl.original)
     original = [host.softmax(x, -1), host.log_softmax(x, -1), host.masked_softmax(x, keep, -1)]
     for a, b in zip(changed, original):
         assert torch.equal(a.view(torch.int16), b.view(torch.int16))
+
+
+@triton.jit
+def _maxima(x_ptr, rows_ptr, columns_ptr, whole_ptr, ROWS: tl.constexpr, COLUMNS: tl.constexpr):
+    """tl.max of a tile along each axis (the rows' kept as a column) and over all of it."""
+    rows, columns = tl.arange(0, ROWS), tl.arange(0, COLUMNS)
+    x = tl.load(x_ptr + rows[:, None] * COLUMNS + columns[None, :])
+    tl.store(rows_ptr + rows[:, None], tl.max(x, axis=1, keep_dims=True))
+    tl.store(columns_ptr + columns, tl.max(x, axis=0))
+    tl.store(whole_ptr, tl.max(x))
+
+
+def test_triton_ascends_max_folds_by_slices_to_the_bits_of_its_element_by_element_reduction(interpreter,
+                                                                                            monkeypatch):
+    folded = interpreter.ReduceOps.apply_impl
+    if not getattr(folded, "folds_by_slices", False):
+        pytest.skip("triton-ascend's interpreter only: upstream Triton reduces tl.max with numpy already")
+    generator = torch.Generator().manual_seed(0)
+    specials = torch.tensor([float("nan"), float("inf"), -float("inf"), 0.0, -0.0, 1.0, 1.0, -1e-45])
+    for dtype in (torch.float32, torch.float16):
+        x = torch.randn(8, 16, generator=generator)
+        x.view(-1)[torch.randperm(128, generator=generator)[:40]] = specials.repeat(5)
+        x[0] = -0.0
+        x[1, ::2], x[1, 1::2] = 0.0, -0.0  # signed zeros tied along a row
+        x[2] = -float("inf")
+        x = x.to(dtype)
+        outputs = {}
+        for name, apply_impl in (("folded", folded), ("element by element", folded.original)):
+            monkeypatch.setattr(interpreter.ReduceOps, "apply_impl", apply_impl)
+            rows, columns, whole = torch.empty(8), torch.empty(16), torch.empty(1)
+            _maxima[(1,)](x, rows, columns, whole, ROWS=8, COLUMNS=16)
+            outputs[name] = [t.view(torch.int32) for t in (rows, columns, whole)]
+        for a, b in zip(outputs["folded"], outputs["element by element"]):
+            assert torch.equal(a, b), (dtype, a, b)
