@@ -3,9 +3,9 @@ other place.
 
 tests/suite/test_triton_internals.py fails when an internal disappears or
 stops doing what is described below (a new Triton version); the fix then
-belongs here.  Both changes leave every bit a kernel computes as it was, and
-both apply under the interpreter only (``TRITON_INTERPRET=1`` set before triton
-was imported); where a Triton version lacks the internal the runs go on as
+belongs here.  Each change leaves every bit a kernel computes as it was, and
+applies under the interpreter only (``TRITON_INTERPRET=1`` set before triton
+was imported); where a Triton version lacks its internal the runs go on as
 before (the suite's test of this module fails instead).
 
 * **A device function's call patches the language again**: under
@@ -95,7 +95,6 @@ def patch_the_language_once() -> None:
     patch_once.patches_once = True
     patch_once.original = patch
     interpreter._patch_lang = patch_once
-
 
 
 def look_up_numpy_dtypes_once() -> None:
