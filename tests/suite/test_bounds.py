@@ -139,11 +139,33 @@ def every_known_arithmetic() -> list[Arithmetic]:
 
 
 def reductions(n: int) -> list[Reduction]:
-    """The reductions of this project's kernels for rows of n, one-pass and chunked ones included."""
-    return [profiles.ORDER_FREE, Reduction("numpy-pairwise-block"), Reduction("numpy-pairwise-block", block=256,
-                                                                              chunks=-(-n // 256)),
-            *(Reduction("triton-block", num_warps=w, rows=r) for w in (1, 4, 16, 32) for r in (1, 8)),
-            Reduction("triton-block", num_warps=16, block=8192, chunks=-(-n // 8192))]
+    """The reductions of this project's kernels for rows of n, one-pass and chunked ones included, one of each
+    depth and number of rescales: a bound reads a reduction through these two only (``oracles.bounds.sum_terms``),
+    so two reductions that agree on them give the same bound."""
+    every = [profiles.ORDER_FREE, Reduction("numpy-pairwise-block"), Reduction("numpy-pairwise-block", block=256,
+                                                                               chunks=-(-n // 256)),
+             *(Reduction("triton-block", num_warps=w, rows=r) for w in (1, 4, 16, 32) for r in (1, 8)),
+             Reduction("triton-block", num_warps=16, block=8192, chunks=-(-n // 8192))]
+    return list({(reduction.depth(n), reduction.rescales(n)): reduction for reduction in every}.values())
+
+
+def test_a_bound_reads_a_reduction_through_its_depth_and_rescales_only():
+    """What lets the dominance test below try one reduction of each depth and number of rescales: a stand-in
+    that has nothing else to read gives every bound bit for bit."""
+
+    class DepthAndRescales:
+        def __init__(self, reduction: Reduction):
+            self.depth, self.rescales = reduction.depth, reduction.rescales
+
+    x, _ = matrix(4, 300, torch.float32, VALUE_CLASSES["normal"].variants()[0], seed=7).make()
+    rows, out = as_rows(x, 1).double().numpy(), format_of(torch.float32)
+    for bound, operation in ((softmax_bound, SOFTMAX), (log_softmax_bound, LOG_SOFTMAX)):
+        exact = correctly_rounded.softmax(Call(x, 1, operation, "cpu")).exact
+        for arithmetic in every_known_arithmetic():
+            for reduction in reductions(rows.shape[-1]):
+                whole = bound(rows, exact, out, PrecisionProfile(arithmetic, reduction))
+                stand_in = bound(rows, exact, out, PrecisionProfile(arithmetic, DepthAndRescales(reduction)))
+                np.testing.assert_array_equal(stand_in, whole, err_msg=f"{arithmetic.name}, {reduction}")
 
 
 # One input per dtype and value class.
