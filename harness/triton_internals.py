@@ -38,6 +38,18 @@ before (the suite's test of this module fails instead).
   ``np.maximum`` in the same order along the axis, a slice of every row at a
   time: the same bits, signed zeros and NaNs included.  Upstream Triton reduces
   its ``tl.max`` with numpy already and has no ``triton_patch``: nothing to do.
+* **A launch's frames cross a chunk of CPython's frame stack**: CPython 3.11
+  and later keep frames on a stack of 16 KiB chunks, map a chunk (``mmap``)
+  when a call does not fit the last one and unmap it as soon as that call
+  returns.  Where an interpreted kernel's calls, made a million times, start
+  near a chunk's end, each maps and unmaps one: a fifth of such a test's
+  time in the kernel's system calls (docs/timings.md), depending on how deep
+  the test calls the kernel.  :func:`launch_in_a_chunk_of_its_own` calls
+  ``GridExecutor.__call__`` through a frame too large for any chunk's rest
+  (``LAUNCH_FRAME_SLOTS`` local variables), which CPython places at the start
+  of a chunk of its own, 128 KiB, where the launch's calls find room for
+  about 7,800 more slots: one map and unmap a launch.  The launch itself is
+  unchanged.
 """
 
 from __future__ import annotations
@@ -65,6 +77,7 @@ def speed_up_the_interpreter() -> None:
     patch_the_language_once()
     look_up_numpy_dtypes_once()
     fold_ascend_max_by_slices()
+    launch_in_a_chunk_of_its_own()
 
 
 def patch_the_language_once() -> None:
@@ -156,3 +169,37 @@ def fold_ascend_max_by_slices() -> None:
     apply_impl.folds_by_slices = True
     apply_impl.original = original
     reduce_ops.apply_impl = apply_impl
+
+
+# A frame of this many slots (8 bytes each, 68 KB) fits no chunk of 64 KiB, so CPython gives it one of 128 KiB: a
+# fresh chunk whatever is left of the current one, with about 7,800 slots above the frame for the launch's calls.
+LAUNCH_FRAME_SLOTS = 8500
+
+
+def frame_of_its_own(slots: int = LAUNCH_FRAME_SLOTS):
+    """``call(function, *args, **kwargs)``, whose frame holds ``slots`` local variables (never assigned)."""
+    names = " = ".join(f"_{i}" for i in range(slots))
+    source = (f"def call(function, *args, **kwargs):\n"
+              f"    if False:\n        {names} = None\n"
+              f"    return function(*args, **kwargs)\n")
+    scope: dict = {}
+    exec(compile(source, "<harness.triton_internals: a frame of its own>", "exec"), scope)
+    return scope["call"]
+
+
+def launch_in_a_chunk_of_its_own() -> None:
+    """In this process, each interpreted launch runs from a frame that starts a chunk of the frame stack."""
+    from triton.runtime import interpreter
+
+    executor = getattr(interpreter, "GridExecutor", None)
+    original = getattr(executor, "__call__", None)
+    if original is None or getattr(original, "chunk_of_its_own", False):
+        return
+    call = frame_of_its_own()
+
+    def launch(self, *args, **kwargs):
+        return call(original, self, *args, **kwargs)
+
+    launch.chunk_of_its_own = True
+    launch.original = original
+    executor.__call__ = launch

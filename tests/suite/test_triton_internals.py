@@ -73,9 +73,36 @@ def test_the_same_bits_with_the_interpreters_internals_as_they_were(interpreter,
     monkeypatch.setattr(interpreter, "_get_np_dtype", interpreter._get_np_dtype.original)
     if getattr(interpreter.ReduceOps.apply_impl, "folds_by_slices", False):
         monkeypatch.setattr(interpreter.ReduceOps, "apply_impl", interpreter.ReduceOps.apply_impl.original)
+    monkeypatch.setattr(interpreter.GridExecutor, "__call__", interpreter.GridExecutor.__call__.original)
     original = [host.softmax(x, -1), host.log_softmax(x, -1), host.masked_softmax(x, keep, -1)]
     for a, b in zip(changed, original):
         assert torch.equal(a.view(torch.int16), b.view(torch.int16))
+
+
+def test_a_launch_still_runs_its_programs_from_the_grid_executors_call(interpreter):
+    """When it no longer does, the launch's frame of its own holds none of them: move it to what does."""
+    assert "self.fn(**args)" in inspect.getsource(interpreter.GridExecutor.__call__.original)
+
+
+def test_every_program_of_a_launch_runs_above_the_frame_that_takes_a_chunk_of_its_own(interpreter, monkeypatch):
+    from kernels.full_softmax import host
+
+    launch = interpreter.GridExecutor.__call__
+    assert getattr(launch, "chunk_of_its_own", False), "the cpu backend did not apply the change"
+    call = triton_internals.frame_of_its_own()
+    # Larger than a 64 KiB chunk of CPython's frame stack (8-byte slots): CPython gives it one of its own.
+    assert call.__code__.co_nlocals * 8 > 64 * 1024
+    above = []
+    set_grid_idx = interpreter.interpreter_builder.set_grid_idx
+
+    def program_starts(*index):
+        stack = inspect.stack(0)
+        above.append(any(frame.function == "call" and "a frame of its own" in frame.filename for frame in stack))
+        return set_grid_idx(*index)
+
+    monkeypatch.setattr(interpreter.interpreter_builder, "set_grid_idx", program_starts)
+    host.softmax(torch.randn(3, 3000), -1)  # split rows: two launches
+    assert len(above) > 3 and all(above), above
 
 
 @triton.jit
