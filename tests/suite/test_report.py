@@ -5,6 +5,7 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import types
@@ -82,14 +83,26 @@ def test_two_derandomised_runs_give_identical_statistics(run_pytest, tmp_path):
     assert categories[0]["torch"]
 
 
-def test_gate_fails_a_planted_precision_loss_and_passes_the_real_kernel(run_pytest, tmp_path):
-    reference = tmp_path / "baseline.json"
-    made = run_pytest(*ACCURACY, "--kernel", GATE_KERNEL, "--accuracy-baseline", str(reference),
-                      "--update-baseline")
-    assert made.returncode == 0, made.stdout[-3000:]
-    assert baseline.load(reference, "cpu" if "cpu (Triton" in made.stdout else "cuda")
-    assert f"accuracy baseline: wrote {reference}" in made.stdout and "accuracy report: wrote" not in made.stdout
+@pytest.fixture
+def gate_kernel_baseline(once, run_pytest, tmp_path) -> Path:
+    """A baseline of the gate's kernel made by ``--update-baseline`` (one sub-run for the whole run), copied into the
+    test's folder for it to change."""
 
+    def make(folder):
+        made = run_pytest(*ACCURACY, "--kernel", GATE_KERNEL, "--accuracy-baseline", str(folder / "baseline.json"),
+                          "--update-baseline")
+        return {"returncode": made.returncode, "stdout": made.stdout}
+
+    made, folder = once("gate-kernel-baseline", make)
+    assert made["returncode"] == 0, made["stdout"][-3000:]
+    written = folder / "baseline.json"
+    assert baseline.load(written, "cpu" if "cpu (Triton" in made["stdout"] else "cuda")
+    assert f"accuracy baseline: wrote {written}" in made["stdout"] and "accuracy report: wrote" not in made["stdout"]
+    return Path(shutil.copy(written, tmp_path / "baseline.json"))
+
+
+def test_gate_fails_a_planted_precision_loss_and_passes_the_real_kernel(run_pytest, gate_kernel_baseline):
+    reference = gate_kernel_baseline
     same = run_pytest(*ACCURACY, "--kernel", GATE_KERNEL, "--accuracy-baseline", str(reference))
     assert same.returncode == 0, same.stdout[-3000:]
     assert "accuracy gate: no regression" in same.stdout
@@ -118,10 +131,9 @@ def test_gate_fails_a_planted_precision_loss_and_passes_the_real_kernel(run_pyte
     assert "not judged: the suite draws other inputs than the baseline's" in stale.stdout
 
 
-def test_a_kernel_the_baseline_does_not_hold_is_named_and_fails_only_when_required(run_pytest, tmp_path):
-    reference = tmp_path / "baseline.json"
-    made = run_pytest(*ACCURACY, "--kernel", GATE_KERNEL, "--accuracy-baseline", str(reference), "--update-baseline")
-    assert made.returncode == 0, made.stdout[-3000:]
+def test_a_kernel_the_baseline_does_not_hold_is_named_and_fails_only_when_required(run_pytest,
+                                                                                   gate_kernel_baseline):
+    reference = gate_kernel_baseline
     named = f"accuracy gate: torch is not in {reference}: not gated"
     lenient = run_pytest(*ACCURACY, "--kernel", "torch", "--accuracy-baseline", str(reference))
     assert lenient.returncode == 0 and named in lenient.stdout, lenient.stdout[-3000:]
