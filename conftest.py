@@ -6,4 +6,4 @@ Hypothesis profiles are defined in :mod:`harness.profiles`.
 """
 
 pytest_plugins = ["harness.payload", "harness.session", "harness.plugin", "harness.scheduling", "harness.sharding",
-                  "harness.seeding", "harness.soak", "harness.reporting"]
+                  "harness.seeding", "harness.timebox", "harness.reporting"]

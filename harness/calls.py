@@ -92,7 +92,7 @@ CONTEXT = Context()
 
 
 def set_example(kwargs: dict) -> None:
-    """The example a Hypothesis test body is about to run (``soak.timeboxed`` calls this)."""
+    """The example a Hypothesis test body is about to run (``timebox.timeboxed`` calls this)."""
     from .strategies import Case
 
     CONTEXT.example = ", ".join(f"{name}={value!r}" for name, value in kwargs.items())

@@ -6,7 +6,7 @@ Not ``derandomize``: it hashes the test's source, so an edit of a test moved its
 the gate compared other inputs with its baseline's (it flagged torch's own softmax).  Not
 ``--hypothesis-seed`` nor ``@seed``: Hypothesis then reads no example database, and what a
 soak stored would never be replayed (:func:`harness.hypothesis_internals.pin_seed`).  The
-seed is pinned on the test functions at collection and, by :func:`harness.soak.timeboxed`,
+seed is pinned on the test functions at collection and, by :func:`harness.timebox.timeboxed`,
 on the bodies that tests define inside themselves.
 
 Which base a run pins (if any) is decided with its profile by :mod:`harness.session`.

@@ -21,7 +21,7 @@ import pytest
 import torch
 from hypothesis import example, given, target
 
-from harness import coverage, soak
+from harness import coverage, timebox
 from harness.catalog import CATALOG
 from harness.judge import describe_input, expect_refusal, judge_softmax, unknown_construction
 from harness.recording import make_record
@@ -94,7 +94,7 @@ def run_op(kernel, backend, op: Declared, dtype, note, accuracy_record, request)
     fixed = set(fixed_inputs)
 
     @given(case=cases(kernel.capabilities, backend.name, masked=op.masked, dtypes=(dtype,)))
-    @soak.timeboxed
+    @timebox.timeboxed
     def one_case(case):
         judge_case(kernel, backend, op, case, worst, accuracy_record, drawn, fixed)
 
@@ -105,7 +105,7 @@ def run_op(kernel, backend, op: Declared, dtype, note, accuracy_record, request)
     finally:
         drawn.report(request.node)
     worst.report(note, op.name)
-    if not soak.in_time_box():
+    if not timebox.in_time_box():
         missing = drawn.missing()
         assert not missing, (f"{kernel.name} {op.name}: {len(missing)} allowed cells of the coverage matrix not drawn, "
                              f"e.g. {missing[:5]}")

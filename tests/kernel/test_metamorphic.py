@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from harness.catalog import CATALOG
 from harness.invariance import exact_shift
 from harness.judge import as_rows, describe_input, judge_softmax
-from harness.soak import timeboxed
+from harness.timebox import timeboxed
 from harness.strategies import SIZE_CAPS, Case, Layout, SizeCaps, Specials, Values, cases
 from oracles import semantics
 from oracles.call import Call

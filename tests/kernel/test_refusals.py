@@ -14,7 +14,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from harness.judge import describe_input, expect_refusal, judge_softmax, unknown_construction
-from harness.soak import timeboxed
+from harness.timebox import timeboxed
 from harness.strategies import Case, Values, cases
 from oracles.call import Call
 from specs.operations import SOFTMAX

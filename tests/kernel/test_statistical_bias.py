@@ -16,7 +16,7 @@ import torch
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from harness import soak
+from harness import timebox
 from harness.judge import as_rows, describe_input
 from harness.strategies import SIZE_CAPS, Case, Values, longest_row
 from oracles import correctly_rounded
@@ -69,7 +69,7 @@ def test_mean_signed_error_is_within_the_statistical_bound(kernel, backend, note
     worst = {}  # dtype -> the largest |mean| / allowance seen, and its example's figures
 
     @given(case=ordinary_rows(kernel.capabilities, backend.name))
-    @soak.timeboxed
+    @timebox.timeboxed
     def one_case(case):
         x, _ = case.make(backend.device)
         assume(kernel.capabilities.refusal(x, case.dim) is None)

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from harness import soak
+from harness import soak, timebox
 from tests.scenarios.soak_stalled import is_running, stalled_pid
 
 ROOT = __import__("pathlib").Path(__file__).resolve().parents[2]
@@ -19,32 +19,32 @@ STALLED = "tests/scenarios/soak_stalled.py"
 
 
 def test_each_test_gets_an_equal_share_of_the_workers_time():
-    assert soak.per_test_seconds(minutes=2, workers=4, tests=60) == 8.0
-    assert soak.per_test_seconds(minutes=1, workers=0, tests=0) == 60.0
+    assert timebox.per_test_seconds(minutes=2, workers=4, tests=60) == 8.0
+    assert timebox.per_test_seconds(minutes=1, workers=0, tests=0) == 60.0
 
 
 def test_a_spent_share_ends_the_examples_left_but_never_a_failures_replays(monkeypatch):
     calls = []
 
-    @soak.timeboxed
+    @timebox.timeboxed
     def body(n):
         calls.append(n)
         if n < 0:
             raise AssertionError("fails")
 
-    monkeypatch.setattr(soak, "_ran", 0)
-    monkeypatch.setattr(soak, "_failed", False)
-    monkeypatch.setattr(soak, "_test_deadline", time.time() - 1)
+    monkeypatch.setattr(timebox, "_ran", 0)
+    monkeypatch.setattr(timebox, "_failed", False)
+    monkeypatch.setattr(timebox, "_test_deadline", time.time() - 1)
     body(1)  # the first example always runs
     body(2)  # the share is spent: returns at once
     assert calls == [1]
     with pytest.raises(AssertionError):
-        soak._ran = 0
+        timebox._ran = 0
         body(-1)
     body(3)  # after a failure every example runs, so that Hypothesis can replay it
     assert calls == [1, -1, 3]
-    monkeypatch.setattr(soak, "_test_deadline", None)
-    monkeypatch.setattr(soak, "_failed", False)
+    monkeypatch.setattr(timebox, "_test_deadline", None)
+    monkeypatch.setattr(timebox, "_failed", False)
     body(4)  # no soak: everything runs
     assert calls[-1] == 4
 

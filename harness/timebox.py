@@ -1,0 +1,192 @@
+"""A soak round's time box, kept by each process of the round (:mod:`harness.soak` starts the rounds).
+
+A pytest plugin, loaded by the root conftest, inert without ``--soak-deadline``:
+
+* the round's time box (``--soak-minutes``) counts from the moment each
+  process has collected its tests: starting Python, torch and Triton took 25 s
+  under a loaded H100 gate, and is not testing time, so ``--soak-deadline``,
+  the driver's end of the round, moves by that much;
+* a test that starts after the end of the round is skipped;
+* every test gets an equal share of the round (``--soak-minutes`` times the
+  workers, over the tests collected), so that all of them run in every round;
+  once its share is spent, the examples left of a Hypothesis test whose body is
+  :func:`timeboxed` pass at once, without running (Hypothesis needs the same
+  choices to give the same outcome, so the strategies are left alone);
+* the examples each test ran ride on its report, and the controller writes
+  outcomes, durations, examples and failures to ``--soak-log``.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from hypothesis.errors import UnsatisfiedAssumption
+
+from . import calls, payload
+from .seeding import pin_seed
+from .session import session_of
+
+EXAMPLES = "examples"  # the payload kind: examples a test ran
+_progress: Progress | None = None  # progress lines of long tests, when asked for (this process)
+_test_deadline: float | None = None  # the running test's end of share (this process)
+_ran = 0  # examples the running test ran
+_failed = False  # whether one of them failed: Hypothesis then replays it, and must see it fail again
+
+
+def in_time_box() -> bool:
+    """Whether the running test runs inside a soak's time box, which may end its examples early."""
+    return _test_deadline is not None
+
+
+def timeboxed(test):
+    """The body of a Hypothesis test (place it under ``@given``), ended early by a soak; it tells the kernel-call
+    guard which example runs (:func:`harness.calls.set_example`).
+
+    Once the running test's share of a soak is spent, the examples left return at
+    once, unless one has failed: its replays and shrinking must run for real.
+    The body takes the pinned seed, if any (``@given`` reads it from its body).
+    """
+
+    @functools.wraps(test)
+    def body(*args, **kwargs):
+        global _ran, _failed
+        if _test_deadline is not None and _ran and not _failed and time.time() >= _test_deadline:
+            return None
+        calls.set_example(kwargs)  # for the breadcrumbs and messages of the kernel calls it makes
+        try:
+            result = test(*args, **kwargs)
+        except UnsatisfiedAssumption:
+            raise
+        except BaseException:
+            _failed = True
+            raise
+        _ran += 1
+        if _progress is not None:
+            _progress.tick(_ran)
+        return result
+
+    return pin_seed(body)
+
+
+@dataclass
+class Progress:
+    """A line every ``every`` seconds while a timeboxed Hypothesis test runs: examples done, time spent.
+
+    Written past pytest's output capture, so that it reaches the terminal from an xdist worker too.
+    """
+
+    capture: object  # pytest's capture manager
+    every: float
+    test: str = ""
+    started: float = 0.0
+    shown: float = 0.0
+
+    def start(self, test: str) -> None:
+        self.test, self.started, self.shown = test, time.time(), time.time()
+
+    def tick(self, examples: int) -> None:
+        now = time.time()
+        if now - self.shown < self.every:
+            return
+        self.shown = now
+        with self.capture.global_and_fixture_disabled():
+            sys.stderr.write(f"[progress] {self.test}: {examples} examples, {now - self.started:.0f} s\n")
+            sys.stderr.flush()
+
+
+def per_test_seconds(minutes: float, workers: int, tests: int) -> float:
+    """An equal share of a round for each test: the round's worker-seconds over the tests."""
+    return minutes * 60 * max(workers, 1) / max(tests, 1)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("softmax", "softmax accuracy suite")
+    group.addoption("--soak-deadline", type=float, metavar="EPOCH",
+                    help="soak: end of the round (seconds since the epoch); set by python -m harness.soak")
+    group.addoption("--soak-minutes", type=float, metavar="M",
+                    help="soak: minutes of a round, shared by the tests, counted from the end of collection "
+                         "(they move --soak-deadline by the start-up time)")
+    group.addoption("--soak-log", metavar="FILE", help="soak: write each test's outcome, duration, examples here")
+    group.addoption("--progress-every", type=float, default=30.0, metavar="SECONDS",
+                    help="with -v or the nightly profile: a line per long Hypothesis test every SECONDS (default 30)")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    global _progress
+    if config.option.verbose > 0 or session_of(config).draws.profile == "nightly":
+        _progress = Progress(config.pluginmanager.getplugin("capturemanager"), config.getoption("progress_every"))
+    if config.getoption("soak_log") and not hasattr(config, "workerinput"):
+        config.pluginmanager.register(SoakLog(Path(config.getoption("soak_log"))), "softmax-soak-log")
+
+
+SHARE = pytest.StashKey[float]()  # seconds of the round each test may spend
+ROUND_END = pytest.StashKey[float]()  # this process's end of the round
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list):
+    """Around every other plugin's selection (-k, --kernel's scope, --shard): the share is of the tests that run."""
+    result = yield
+    deadline, minutes = config.getoption("soak_deadline"), config.getoption("soak_minutes")
+    if deadline is not None:
+        workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+        config.stash[SHARE] = per_test_seconds(minutes or 1.0, workers, len(items))
+        config.stash[ROUND_END] = time.time() + minutes * 60 if minutes else deadline
+    return result
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    end = item.config.stash.get(ROUND_END, None)
+    if end is not None and time.time() >= end:
+        pytest.skip("soak: time spent before this test started")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item: pytest.Item):
+    global _test_deadline, _ran, _failed
+    deadline = item.config.stash.get(ROUND_END, None)
+    if deadline is not None:
+        _test_deadline = min(deadline, time.time() + item.config.stash.get(SHARE, 60.0))
+    _ran, _failed = 0, False
+    if _progress is not None:
+        _progress.start(item.nodeid)
+    try:
+        yield
+    finally:
+        payload.add(item, EXAMPLES, _ran)
+        _test_deadline = None
+
+
+class SoakLog:
+    """The controller's record of a round: per test, outcome, duration, examples and the failure."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.tests: dict[str, dict] = {}
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        # "started" until a phase decides: a test cut short by an interruption never passed.
+        entry = self.tests.setdefault(report.nodeid, {"outcome": "started", "duration": 0.0, "examples": 0})
+        entry["duration"] += report.duration
+        entry["examples"] += sum(payload.of(report, EXAMPLES))
+        if report.failed:
+            entry["outcome"] = "failed" if report.when == "call" else "error"
+            entry["failure"] = report.longreprtext
+        elif report.skipped and entry["outcome"] == "started":
+            entry["outcome"] = "skipped"
+        elif report.when == "call" and report.passed and entry["outcome"] == "started":
+            entry["outcome"] = "passed"
+
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        for entry in self.tests.values():
+            if entry["outcome"] == "started":
+                entry["outcome"] = "interrupted"
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.path.write_text(json.dumps({"exitstatus": int(exitstatus), "tests": self.tests}, indent=1) + "\n")
