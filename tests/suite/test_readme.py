@@ -44,3 +44,14 @@ def test_a_readme_command_does_what_the_readme_says(command, readme_command):
     result = readme_command(command)
     assert result["returncode"] == status, result["stdout"][-3000:] + result["stderr"][-3000:]
     assert said in result["stdout"] + result["stderr"], result["stdout"][-3000:]
+
+
+def test_a_path_outside_the_checkout_is_taken_after_an_equals_sign_as_the_readme_says(run_pytest, tmp_path):
+    """And given apart, pytest's usage error, not a run without the suite's options."""
+    outside = tmp_path / "report"
+    outside.mkdir()
+    joined = run_pytest("--collect-only", "-q", "--kernel", "torch", f"--accuracy-report={outside}")
+    assert joined.returncode == 0, joined.stdout[-3000:] + joined.stderr[-3000:]
+    apart = run_pytest("--collect-only", "-q", "--kernel", "torch", "--accuracy-report", str(outside))
+    assert apart.returncode == pytest.ExitCode.USAGE_ERROR and "unrecognized arguments" in apart.stderr, apart.stderr
+
