@@ -4,6 +4,7 @@ import fcntl
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -60,6 +61,25 @@ def once(run_folder):
             return json.loads(done.read_text()), folder
 
     return run
+
+
+@pytest.fixture
+def gate_kernel_baseline(once, run_pytest, tmp_path) -> tuple[Path, dict]:
+    """A baseline of the gate kernel's softmax accuracy tests on the CPU (whatever the run's device: the gate's
+    machinery is the same), made by ``--update-baseline`` as the README says (no profile named; one sub-run for the
+    whole run): the test's own copy, and the making run's path, exit status and output."""
+    from tests.scenarios.gate_kernel import GATE_KERNEL  # imports triton: not before the run's backend is set
+
+    def make(folder):
+        written = folder / "baseline.json"
+        result = run_pytest("tests/kernel/test_accuracy.py", "-k", "test_output_within_derived_bound and -softmax-",
+                            "--device", "cpu", "--kernel", GATE_KERNEL, "--accuracy-baseline", str(written),
+                            "--update-baseline")
+        return {"written": str(written), "returncode": result.returncode, "stdout": result.stdout}
+
+    made, _ = once("gate-kernel-baseline", make)
+    assert made["returncode"] == 0, made["stdout"][-3000:]
+    return Path(shutil.copy(made["written"], tmp_path / "baseline.json")), made
 
 
 @pytest.fixture

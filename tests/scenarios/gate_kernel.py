@@ -1,4 +1,4 @@
-"""Scenario for tests/suite/test_report.py: a kernel whose precision can be made worse on demand.
+"""Scenario for tests/suite/test_gate.py, test_report.py, test_sharding.py: a kernel made less precise on demand.
 
 ``softmax`` is torch's fp32 softmax.  With ``SOFTMAX_SUITE_PLANT_LOSS=1`` it
 divides by an approximate reciprocal of the sum, two ulps too large: still
@@ -13,6 +13,8 @@ import os
 import torch
 
 from specs.registry import Capabilities
+
+GATE_KERNEL = "tests.scenarios.gate_kernel:softmax"  # as --kernel names it
 
 
 def softmax(x: torch.Tensor, dim: int) -> torch.Tensor:

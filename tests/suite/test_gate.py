@@ -4,12 +4,13 @@ for a kernel whose tests all crash."""
 import json
 import math
 import shutil
+from pathlib import Path
 
 import pytest
 
 from report import baseline
+from tests.scenarios.gate_kernel import GATE_KERNEL
 
-GATE_KERNEL = "tests.scenarios.gate_kernel:softmax"
 ACCURACY = ("tests/kernel/test_accuracy.py", "-k", "test_output_within_derived_bound and -softmax-", "--device", "cpu")
 TWO_DTYPES = ("tests/kernel/test_accuracy.py", "-k", "test_output_within_derived_bound and -softmax- and (float32 or float16) and not bfloat16",
               "--device", "cpu", "--kernel", "torch")
@@ -26,11 +27,9 @@ def made_by(run_pytest, *args: str):
 
 
 @pytest.fixture
-def made(run_pytest, once, tmp_path):
+def made(gate_kernel_baseline) -> Path:
     """A baseline of the gate kernel (made once for the whole run; each test has its own copy)."""
-    _, folder = once("gate-kernel-baseline", made_by(run_pytest, *ACCURACY, "--kernel", GATE_KERNEL))
-    shutil.copy(folder / "baseline.json", tmp_path / "baseline.json")
-    return tmp_path / "baseline.json"
+    return gate_kernel_baseline[0]
 
 
 @pytest.fixture

@@ -5,7 +5,6 @@ import hashlib
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import types
@@ -20,9 +19,9 @@ from harness import seeding, strategies
 from harness.session import Draws
 from report import artifacts, baseline
 from report.__main__ import main as report_cli
+from tests.scenarios.gate_kernel import GATE_KERNEL
 
 DYING = "tests/scenarios/dying_worker.py"
-GATE_KERNEL = "tests.scenarios.gate_kernel:softmax"
 # The report and gate machinery is the same on every device: its sub-runs take the CPU, also in a GPU's run.
 ACCURACY = ("tests/kernel/test_accuracy.py", "-k", "test_output_within_derived_bound and -softmax-", "--hypothesis-profile", "ci",
             "--device", "cpu")
@@ -83,26 +82,12 @@ def test_two_derandomised_runs_give_identical_statistics(run_pytest, tmp_path):
     assert categories[0]["torch"]
 
 
-@pytest.fixture
-def gate_kernel_baseline(once, run_pytest, tmp_path) -> Path:
-    """A baseline of the gate's kernel made by ``--update-baseline`` (one sub-run for the whole run), copied into the
-    test's folder for it to change."""
-
-    def make(folder):
-        made = run_pytest(*ACCURACY, "--kernel", GATE_KERNEL, "--accuracy-baseline", str(folder / "baseline.json"),
-                          "--update-baseline")
-        return {"returncode": made.returncode, "stdout": made.stdout}
-
-    made, folder = once("gate-kernel-baseline", make)
-    assert made["returncode"] == 0, made["stdout"][-3000:]
-    written = folder / "baseline.json"
-    assert baseline.load(written, "cpu" if "cpu (Triton" in made["stdout"] else "cuda")
-    assert f"accuracy baseline: wrote {written}" in made["stdout"] and "accuracy report: wrote" not in made["stdout"]
-    return Path(shutil.copy(written, tmp_path / "baseline.json"))
-
-
 def test_gate_fails_a_planted_precision_loss_and_passes_the_real_kernel(run_pytest, gate_kernel_baseline):
-    reference = gate_kernel_baseline
+    reference, made = gate_kernel_baseline
+    assert baseline.load(reference, "cpu")
+    assert f"accuracy baseline: wrote {made['written']}" in made["stdout"]
+    assert "accuracy report: wrote" not in made["stdout"]
+
     same = run_pytest(*ACCURACY, "--kernel", GATE_KERNEL, "--accuracy-baseline", str(reference))
     assert same.returncode == 0, same.stdout[-3000:]
     assert "accuracy gate: no regression" in same.stdout
@@ -133,7 +118,7 @@ def test_gate_fails_a_planted_precision_loss_and_passes_the_real_kernel(run_pyte
 
 def test_a_kernel_the_baseline_does_not_hold_is_named_and_fails_only_when_required(run_pytest,
                                                                                    gate_kernel_baseline):
-    reference = gate_kernel_baseline
+    reference, _ = gate_kernel_baseline
     named = f"accuracy gate: torch is not in {reference}: not gated"
     lenient = run_pytest(*ACCURACY, "--kernel", "torch", "--accuracy-baseline", str(reference))
     assert lenient.returncode == 0 and named in lenient.stdout, lenient.stdout[-3000:]

@@ -15,10 +15,10 @@ from harness.sharding import split
 from report import artifacts, baseline, invariances, merge
 from report.__main__ import main as report_cli
 from report.summary import categorize
+from tests.scenarios.gate_kernel import GATE_KERNEL
 from tests.suite.test_nightly import fixed_record
 
 ROOT = Path(__file__).resolve().parents[2]
-GATE_KERNEL = "tests.scenarios.gate_kernel:softmax"
 # Two kernels' fp32 accuracy tests (their categories and the gate's), their shift invariance (the invariance table)
 # and a few quick tests: what a gate runs, in small.
 SUITE = ("tests/kernel/test_accuracy.py", "tests/kernel/test_metamorphic.py", "tests/suite/test_formats.py",
