@@ -18,6 +18,12 @@ test function with other parameters, else nothing (collection order).  On the
 H100 the gate's last minute was a few accuracy tests of a minute or two each,
 started late behind others as long.
 
+A test's seconds spent waiting for work that another test does for both (a
+sub-run several tests read, made by whichever asks first: :func:`waited`) are
+not its own, and are recorded without it: else every test of such a group
+would be recorded as long as the work, all would start first and wait on one
+worker's sub-run (on the H100, nine workers of sixteen for two minutes).
+
 Before them come the tests marked ``first``, shortest first: each kernel's
 cheap checks and the accuracy tests that open with the regression catalog's
 inputs, so that a broken kernel fails (and ``-x`` stops the run) within a
@@ -33,10 +39,12 @@ from pathlib import Path
 
 import pytest
 
+from . import payload
 from .session import session_of
 
 ROOT = Path(__file__).resolve().parents[1]
 FIRST = "first"  # the marker of the tests that run before the others
+WAITED = "waited"  # the payload kind: seconds a test waited for work another test did for both
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -65,11 +73,16 @@ class Recorder:
         self.seconds: dict[str, float] = defaultdict(float)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        self.seconds[report.nodeid] += report.duration
+        self.seconds[report.nodeid] += max(report.duration - sum(payload.of(report, WAITED)), 0.0)
 
     def pytest_sessionfinish(self) -> None:
         path = durations_file(self.config)
         path.write_text(json.dumps({k: round(v, 2) for k, v in sorted(self.seconds.items())}, indent=0) + "\n")
+
+
+def waited(item: pytest.Item, seconds: float) -> None:
+    """``item`` spent ``seconds`` waiting for work another test did for both: not its own time."""
+    payload.add(item, WAITED, seconds)
 
 
 def read_durations(path: Path) -> dict[str, float]:

@@ -7,11 +7,12 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
-from harness import payload
+from harness import payload, scheduling
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -45,17 +46,21 @@ def run_folder(tmp_path_factory) -> Path:
     return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
 
 
-@pytest.fixture(scope="session")
-def once(run_folder):
+@pytest.fixture
+def once(run_folder, request):
     """``once(name, make)``: ``make(folder)`` runs a single time for the whole run, and every test (on every xdist
-    worker) gets its JSON-safe result and its folder.  For sub-runs that several tests read."""
+    worker) gets its JSON-safe result and its folder.  For sub-runs that several tests read.  A test that waits
+    while another makes it has that wait left out of its recorded duration (:func:`harness.scheduling.waited`)."""
 
     def run(name: str, make) -> tuple[dict, Path]:
         folder = run_folder / name
+        started = time.monotonic()
         with open(run_folder / f"{name}.lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             done = run_folder / f"{name}.json"
-            if not done.exists():
+            if done.exists():
+                scheduling.waited(request.node, time.monotonic() - started)
+            else:
                 folder.mkdir(exist_ok=True)
                 done.write_text(json.dumps(make(folder)))
             return json.loads(done.read_text()), folder

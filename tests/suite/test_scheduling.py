@@ -31,10 +31,12 @@ def test_workers_start_on_the_tests_marked_first_then_the_longest_recorded_else_
     for seen in (unrecorded, recorded):
         seen.mkdir()
         result = run_pytest("-n", "2", "tests/scenarios/cards.py", "--test-durations", str(durations),
-                            "--record-durations", CARDS_SEEN=str(seen), CARDS_NAPS="5:0.6,2:0.3", CARDS_FIRST="7")
+                            "--record-durations", CARDS_SEEN=str(seen), CARDS_NAPS="5:0.6,2:0.3", CARDS_FIRST="7",
+                            CARDS_WAITS="3:0.9")
         assert result.returncode == pytest.ExitCode.OK, result.stdout[-2000:]
     recorded_seconds = json.loads(durations.read_text())
     assert len(recorded_seconds) == 8 and recorded_seconds["tests/scenarios/cards.py::test_card[5]"] >= 0.6
+    assert recorded_seconds["tests/scenarios/cards.py::test_card[3]"] < 0.3  # its wait for another test's work left out
     assert first_cards(unrecorded) == [0, 7]  # the first-marked, then the first collected: not a contiguous half each
     assert first_cards(recorded) == [5, 7]  # the first-marked, then the longest (card 5, before card 2)
 
