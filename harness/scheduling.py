@@ -73,11 +73,13 @@ class Recorder:
         self.seconds: dict[str, float] = defaultdict(float)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        self.seconds[report.nodeid] += max(report.duration - sum(payload.of(report, WAITED)), 0.0)
+        # A wait in the setup of a test's fixtures rides on its call's report: the test's phases are summed first.
+        self.seconds[report.nodeid] += report.duration - sum(payload.of(report, WAITED))
 
     def pytest_sessionfinish(self) -> None:
         path = durations_file(self.config)
-        path.write_text(json.dumps({k: round(v, 2) for k, v in sorted(self.seconds.items())}, indent=0) + "\n")
+        seconds = {k: round(max(v, 0.0), 2) for k, v in sorted(self.seconds.items())}
+        path.write_text(json.dumps(seconds, indent=0) + "\n")
 
 
 def waited(item: pytest.Item, seconds: float) -> None:

@@ -16,12 +16,18 @@ FIRST = set(os.environ.get("CARDS_FIRST", "").split(","))
 WAITS = dict(pair.split(":") for pair in os.environ.get("CARDS_WAITS", "").split(",") if pair)
 
 
+@pytest.fixture
+def shared_work(request):
+    """Where a test waits for another's work: in its fixtures' setup, as tests/conftest.py's ``once``."""
+    card = str(request.node.callspec.params["card"])
+    if card in WAITS:
+        time.sleep(float(WAITS[card]))
+        scheduling.waited(request.node, float(WAITS[card]))
+
+
 @pytest.mark.parametrize("card", [pytest.param(card, marks=[pytest.mark.first] if str(card) in FIRST else [])
                                   for card in range(8)])
-def test_card(card, request):
+def test_card(card, shared_work):
     time.sleep(float(NAPS.get(str(card), 0)))
-    if str(card) in WAITS:
-        time.sleep(float(WAITS[str(card)]))
-        scheduling.waited(request.node, float(WAITS[str(card)]))
     with open(Path(os.environ["CARDS_SEEN"]) / os.environ.get("PYTEST_XDIST_WORKER", "main"), "a") as hand:
         hand.write(f"{card}\n")
