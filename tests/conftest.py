@@ -69,22 +69,32 @@ def once(run_folder, request):
 
 
 @pytest.fixture
-def gate_kernel_baseline(once, run_pytest, tmp_path) -> tuple[Path, dict]:
+def made_baseline(once, run_pytest, tmp_path):
+    """``made_baseline(name, *args)``: a baseline of the sub-run of ``args``, made by ``--update-baseline`` as the
+    README says (no profile named), once for the whole run under ``name``: the test's own copy, and the making
+    run's path, exit status and output."""
+
+    def made(name: str, *args: str) -> tuple[Path, dict]:
+        def make(folder):
+            written = folder / "baseline.json"
+            result = run_pytest(*args, "--accuracy-baseline", str(written), "--update-baseline")
+            return {"written": str(written), "returncode": result.returncode, "stdout": result.stdout}
+
+        result, _ = once(name, make)
+        assert result["returncode"] == 0, result["stdout"][-3000:]
+        return Path(shutil.copy(result["written"], tmp_path / "baseline.json")), result
+
+    return made
+
+
+@pytest.fixture
+def gate_kernel_baseline(made_baseline) -> tuple[Path, dict]:
     """A baseline of the gate kernel's softmax accuracy tests on the CPU (whatever the run's device: the gate's
-    machinery is the same), made by ``--update-baseline`` as the README says (no profile named; one sub-run for the
-    whole run): the test's own copy, and the making run's path, exit status and output."""
+    machinery is the same): :func:`made_baseline`'s copy and making run."""
     from tests.scenarios.gate_kernel import GATE_KERNEL  # imports triton: not before the run's backend is set
 
-    def make(folder):
-        written = folder / "baseline.json"
-        result = run_pytest("tests/kernel/test_accuracy.py", "-k", "test_output_within_derived_bound and -softmax-",
-                            "--device", "cpu", "--kernel", GATE_KERNEL, "--accuracy-baseline", str(written),
-                            "--update-baseline")
-        return {"written": str(written), "returncode": result.returncode, "stdout": result.stdout}
-
-    made, _ = once("gate-kernel-baseline", make)
-    assert made["returncode"] == 0, made["stdout"][-3000:]
-    return Path(shutil.copy(made["written"], tmp_path / "baseline.json")), made
+    return made_baseline("gate-kernel-baseline", "tests/kernel/test_accuracy.py", "-k",
+                         "test_output_within_derived_bound and -softmax-", "--device", "cpu", "--kernel", GATE_KERNEL)
 
 
 @pytest.fixture

@@ -3,7 +3,6 @@ for a kernel whose tests all crash."""
 
 import json
 import math
-import shutil
 from pathlib import Path
 
 import pytest
@@ -16,16 +15,6 @@ TWO_DTYPES = ("tests/kernel/test_accuracy.py", "-k", "test_output_within_derived
               "--device", "cpu", "--kernel", "torch")
 
 
-def made_by(run_pytest, *args: str):
-    """``make(folder)`` for ``once``: a baseline of the run of ``args``, made as the README says (no profile named)."""
-    def make(folder):
-        result = run_pytest(*args, "--accuracy-baseline", str(folder / "baseline.json"), "--update-baseline")
-        assert result.returncode == 0, result.stdout[-3000:]
-        return {}
-
-    return make
-
-
 @pytest.fixture
 def made(gate_kernel_baseline) -> Path:
     """A baseline of the gate kernel (made once for the whole run; each test has its own copy)."""
@@ -33,11 +22,9 @@ def made(gate_kernel_baseline) -> Path:
 
 
 @pytest.fixture
-def two_dtypes(run_pytest, once, tmp_path):
+def two_dtypes(made_baseline) -> Path:
     """A baseline of torch's fp32 and fp16 softmax tests (made once; a copy each)."""
-    _, folder = once("two-dtypes-baseline", made_by(run_pytest, *TWO_DTYPES))
-    shutil.copy(folder / "baseline.json", tmp_path / "baseline.json")
-    return tmp_path / "baseline.json"
+    return made_baseline("two-dtypes-baseline", *TWO_DTYPES)[0]
 
 
 def test_a_gate_draws_the_baselines_inputs_whatever_the_environment(run_pytest, made):

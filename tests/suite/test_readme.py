@@ -54,4 +54,3 @@ def test_a_path_outside_the_checkout_is_taken_after_an_equals_sign_as_the_readme
     assert joined.returncode == 0, joined.stdout[-3000:] + joined.stderr[-3000:]
     apart = run_pytest("--collect-only", "-q", "--kernel", "torch", "--accuracy-report", str(outside))
     assert apart.returncode == pytest.ExitCode.USAGE_ERROR and "unrecognized arguments" in apart.stderr, apart.stderr
-
