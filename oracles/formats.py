@@ -134,3 +134,9 @@ def round_mpf(value: mpmath.mpf, fmt: Format) -> float:
     if quantum + kept.bit_length() - 1 > fmt.emax:  # rounded up past the largest binade
         return sign * math.inf
     return sign * math.ldexp(float(kept), quantum)
+
+
+def two_sum_error(a: np.ndarray, b: np.ndarray, s: np.ndarray) -> np.ndarray:
+    """Exact error of s = fl(a + b) in float64 (Knuth's TwoSum): a + b = s + error exactly."""
+    bb = s - a
+    return (a - (s - bb)) + (b - bb)

@@ -8,7 +8,8 @@ recomputed at twice the precision (Ziv's strategy).
 
 The gaps d_i = x_i - max are exact (mpf subtraction with exact=True: float64
 inputs need at most about 2100 bits).  One maximal entry is set apart (its
-exp(d) is exactly 1) and T = sum of exp(d_i) over the others is enclosed, so that
+exp(d) is exactly 1) and T = sum of exp(d_i) over the others is enclosed (by
+MPFR's directed roundings, the row's one cost per element: :func:`_rest`), so that
 
 * softmax_j = exp(d_j) / (1 + T);
 * log_softmax_j = d_j - log1p(T), with log1p(T) enclosed on its own, to iv.prec
@@ -34,7 +35,8 @@ d_j - log1p(T).  Irrational values never sit on a rounding boundary, so some
 precision separates them from it.  A cap guards the loop all the same;
 reaching it raises, it never guesses.
 
-This is the slow, obviously-correct tier (several microseconds per element).
+This is the slow, obviously-correct tier: a few microseconds per entry of a
+row for its sum, tens for each result decided.
 """
 
 from __future__ import annotations
@@ -42,14 +44,22 @@ from __future__ import annotations
 import math
 from contextlib import contextmanager
 
+import gmpy2
 import numpy as np
 from mpmath import fsub, iv, ldexp, mp, mpf
+from mpmath.libmp import from_man_exp
 
-from .formats import Format, round_mpf
+from .formats import Format, round_mpf, two_sum_error
 from . import semantics
 
 MAX_PRECISION = 1 << 14
 """Bits the Ziv loop never goes past (no real row needs more than a few hundred)."""
+
+GAP_BITS = 2100
+"""Bits that hold x - peak exactly for any float64 x and peak (bits from 2^-1074 up to 2^1024)."""
+
+FAR_GAP = -1e8
+"""Gaps below this go to mpmath, whose exponents are unbounded: e^-7.5e8 is past the smallest mpfr, 2^-1073741824."""
 
 
 class OracleError(RuntimeError):
@@ -101,25 +111,55 @@ def _minus(gap: mpf, amount: mpf, fmt: Format) -> mpf:
     return fsub(gap, amount, exact=True)
 
 
-def _enclosures(finite: list[float], fmt: Format, log: bool) -> list[tuple[mpf, mpf]]:
-    """Both ends of an enclosure of each result, at precision iv.prec."""
+def _rest(others: np.ndarray, peak: float):
+    """Enclosure of the sum of exp(v - peak) over ``others`` (float64), to iv.prec bits, as an iv interval.
+
+    Through MPFR (gmpy2), about five times faster than mpmath's intervals: each
+    exponential and the whole sum (mpfr_sum) are correctly rounded in one
+    direction, down for the lower end and up for the upper, so the ends enclose
+    the exact sum.  A gap goes in as the float64 fl(v - peak) where that is exact,
+    else as an mpfr of GAP_BITS, which holds any difference of float64 values.
+    Gaps below FAR_GAP, whose exponentials MPFR would round to zero or its
+    smallest number, are summed by mpmath's intervals.
+    """
+    with np.errstate(over="ignore", invalid="ignore"):  # a gap past -1.8e308 is -inf here: far
+        gaps = others - peak
+        inexact = two_sum_error(others, -peak, gaps) != 0
+    far = gaps < FAR_GAP
+    terms = gaps.tolist()
+    wide = gmpy2.context(precision=GAP_BITS)
+    for i in np.flatnonzero(inexact & ~far).tolist():
+        terms[i] = wide.sub(gmpy2.mpfr(float(others[i]), 53), gmpy2.mpfr(peak, 53))
+    near = [terms[i] for i in np.flatnonzero(~far).tolist()]
+    ends = []
+    for rounding in (gmpy2.RoundDown, gmpy2.RoundUp):
+        directed = gmpy2.context(precision=iv.prec, round=rounding)
+        man, exp = directed.fsum([directed.exp(g) for g in near]).as_mantissa_exp()
+        ends.append(mp.make_mpf(from_man_exp(int(man), int(exp))))  # exact (mpf() would round to mp.prec)
+    return iv.mpf(ends) + iv.fsum(iv.exp(fsub(v, peak, exact=True)) for v in others[far].tolist())
+
+
+def _enclosures(finite: list[float], wanted: list[int], fmt: Format, log: bool) -> list[tuple[mpf, mpf]]:
+    """Both ends of an enclosure of each wanted result (indices into ``finite``), at precision iv.prec.
+
+    Every entry weighs in the row's sum; only the wanted ones are divided or subtracted and rounded.
+    """
     peak = max(finite)
     top = finite.index(peak)  # exp(0) = 1 exactly: the sum leaves this entry out
-    gaps = [fsub(v, peak, exact=True) for v in finite]
-    exps = [iv.exp(g) for g in gaps]
-    rest = iv.fsum(e for i, e in enumerate(exps) if i != top)
+    rest = _rest(np.delete(np.array(finite), top), peak)
+    gaps = {i: fsub(finite[i], peak, exact=True) for i in wanted}
     if log:
         low, high = _log1p(rest)
-        return [(_minus(g, high, fmt), _minus(g, low, fmt)) for g in gaps]
+        return [(_minus(gaps[i], high, fmt), _minus(gaps[i], low, fmt)) for i in wanted]
     total = 1 + rest
-    return [_ends(e / total) for e in exps]
+    return [_ends(iv.exp(gaps[i]) / total) for i in wanted]
 
 
-def _decide_row(finite: list[float], fmt: Format, log: bool) -> tuple[list[float], list[float]]:
+def _decide_row(finite: list[float], wanted: list[int], fmt: Format, log: bool) -> tuple[list[float], list[float]]:
     precision = max(fmt.precision, 53) + 32  # the exact values are returned to float64 accuracy
     while True:
         with _interval_precision(precision):
-            enclosures = _enclosures(finite, fmt, log)
+            enclosures = _enclosures(finite, wanted, fmt, log)
         rounded, exact = [], []
         for a, b in enclosures:
             lo, hi = round_mpf(a, fmt), round_mpf(b, fmt)
@@ -134,24 +174,33 @@ def _decide_row(finite: list[float], fmt: Format, log: bool) -> tuple[list[float
         precision *= 2
 
 
-def correctly_rounded_rows(x: np.ndarray, fmt: Format, *, log: bool = False) -> tuple[np.ndarray, np.ndarray]:
+def correctly_rounded_rows(x: np.ndarray, fmt: Format, *, log: bool = False,
+                           wanted: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Softmax (or log_softmax) over the last axis of ``x``, correctly rounded to ``fmt``.
 
     ``x`` holds float64 values (any binary format's values are exact in float64).
     Returns ``(rounded, exact)``: the correctly rounded results as float64 values
     of ``fmt``, and the exact results rounded to float64 (for fractional ULPs).
+    ``wanted`` (bool, x's shape; default every entry): the results to compute;
+    the others are NaN unless the special cases decide them.  A row's sum takes
+    in all its entries whichever are wanted; only the wanted ones cost a
+    division or subtraction and a rounding at each precision.
     """
     x = np.asarray(x, dtype=np.float64)
+    wanted = np.ones(x.shape, dtype=bool) if wanted is None else np.broadcast_to(wanted, x.shape)
     rounded = np.empty(x.shape)
     exact = np.empty(x.shape)
     flat_x = x.reshape(-1, x.shape[-1]) if x.size else x.reshape(0, 0)
+    flat_wanted = wanted.reshape(flat_x.shape)
     flat_rounded, flat_exact = rounded.reshape(flat_x.shape), exact.reshape(flat_x.shape)
     special, results = semantics.decide(flat_x, log=log)
-    for row, decided, result, out_rounded, out_exact in zip(flat_x, special, results, flat_rounded, flat_exact):
+    for row, decided, want, result, out_rounded, out_exact in zip(flat_x, special, flat_wanted, results,
+                                                                  flat_rounded, flat_exact):
         out_rounded[:] = out_exact[:] = result
-        if decided.all():
-            continue
         keep = ~decided
-        values, truths = _decide_row(row[keep].tolist(), fmt, log)
-        out_rounded[keep], out_exact[keep] = values, truths
+        asked = keep & want
+        if not asked.any():
+            continue
+        values, truths = _decide_row(row[keep].tolist(), np.flatnonzero(asked[keep]).tolist(), fmt, log)
+        out_rounded[asked], out_exact[asked] = values, truths
     return rounded, exact

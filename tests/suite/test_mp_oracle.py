@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from oracles.formats import BF16, FP16, FP32, round_float64, round_mpf
+from oracles import mp_softmax
 from oracles.mp_softmax import correctly_rounded_rows
 from oracles.torch_reference import softmax_float64
 from oracles.ulp import ulp_distance
@@ -79,3 +80,31 @@ def test_results_that_underflow_round_to_zero_or_subnormal():
     rounded, exact = correctly_rounded_rows(np.array([[0.0, -110.0, -100.0]]), FP32)
     assert rounded[0, 1] == 0.0 and exact[0, 1] > 0
     assert rounded[0, 2] == round_float64(np.exp(-100.0), FP32) and rounded[0, 2] < FP32.min_normal
+
+
+@pytest.mark.parametrize("log", [False, True], ids=["softmax", "log_softmax"])
+def test_wanted_results_are_those_of_the_whole_row_and_the_rest_are_nan(log):
+    x = np.random.default_rng(5).normal(0, 8, (3, 50))
+    x[1, 7] = -np.inf  # decided by the special cases, wanted or not
+    wanted = np.zeros(x.shape, dtype=bool)
+    wanted[0, [3, 40]] = wanted[2, 0] = True
+    everything = correctly_rounded_rows(x, FP32, log=log)
+    some = correctly_rounded_rows(x, FP32, log=log, wanted=wanted)
+    for whole, part in zip(everything, some):
+        np.testing.assert_array_equal(part[wanted], whole[wanted])  # each row's sum takes in every entry
+        assert np.isnan(np.delete(part.ravel(), [7 + 50, *np.flatnonzero(wanted)])).all()
+    assert some[0][1, 7] == everything[0][1, 7] == (-np.inf if log else 0.0)
+
+
+@pytest.mark.parametrize("bits", [85, 170])
+def test_a_rows_sum_is_enclosed_to_the_working_precision(bits):
+    """Tier 2's sum of exponentials (MPFR, rounded down and up, and mpmath past FAR_GAP): its ends hold the
+    exact sum, no further apart than the precision allows."""
+    others = np.concatenate([np.random.default_rng(11).normal(0, 8, 300), [1e-300, -3e8, -1e300]])
+    peak = 20.5
+    with mpmath.workprec(bits + 400):
+        exact = mpmath.fsum(mpmath.exp(mpmath.fsub(v, peak, exact=True)) for v in others.tolist())
+    with mp_softmax._interval_precision(bits):
+        low, high = mp_softmax._ends(mp_softmax._rest(others, peak))
+    assert low <= exact <= high
+    assert high - low <= exact * mpmath.ldexp(1, 4 - bits)
