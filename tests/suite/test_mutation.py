@@ -3,8 +3,9 @@
 Each mutant of ``specs.mutants`` (one known bug in an otherwise correct
 kernel) and each correct kernel runs through the property tests in a sub-run
 of the suite under the ``mutation`` profile: the gate's examples, each test
-stopping at its first failing example.  The mutants share one sub-run, each
-stopped at its first failed test (``--maxfail-per-kernel 1``).  A mutant must be caught by an accuracy, bias or
+stopping at its first failing example.  The mutants share SUB_RUNS sub-runs,
+which workers run side by side, each mutant stopped at its first failed test
+(``--maxfail-per-kernel 1``).  A mutant must be caught by an accuracy, bias or
 metamorphic test (not only by a contract test: it shares its parent's
 refusals); a correct kernel must fail none of those nor the contract tests.
 The end of the run prints the mutation score and, for each mutant, the test
@@ -32,6 +33,7 @@ CATCHING_TESTS = ("tests/kernel/test_accuracy.py", "tests/kernel/test_statistica
 CONTRACT_TESTS = ("tests/kernel/test_refusals.py",)
 UNREGISTERED_PARENT = "specs.online:softmax"
 USER_KERNEL = "torch.nn.functional:softmax"
+SUB_RUNS = 3  # each a third of the catalog: the longest test of a gate on an H100 was the one sub-run (158 s)
 
 
 def failing_tests(run_pytest, kernels: list[str], junit, *args: str) -> tuple[dict[str, list[str]], str]:
@@ -50,20 +52,35 @@ def failing_tests(run_pytest, kernels: list[str], junit, *args: str) -> tuple[di
     return failed, result.stdout
 
 
+def sub_run_of(mutant: str) -> int:
+    return sorted(BUG_CLASSES).index(mutant) % SUB_RUNS
+
+
 @pytest.fixture
-def mutants_caught(once, run_pytest) -> dict[str, list[str]]:
-    """Every mutant judged in one sub-run, each stopped at its first failed test: the tests that failed, by mutant."""
+def caught_in(once, run_pytest):
+    """``caught_in(k)``: the k-th sub-run's mutants judged once for the whole run, each stopped at its first failed
+    test: the tests that failed, by mutant."""
 
-    def run(folder):
-        kernels = [f"specs.mutants:{mutant}" for mutant in sorted(BUG_CLASSES)]
-        return failing_tests(run_pytest, kernels, folder / "junit.xml", *CATCHING_TESTS, "--maxfail-per-kernel", "1")[0]
+    def caught(k: int) -> dict[str, list[str]]:
+        def run(folder):
+            kernels = [f"specs.mutants:{mutant}" for mutant in sorted(BUG_CLASSES) if sub_run_of(mutant) == k]
+            return failing_tests(run_pytest, kernels, folder / "junit.xml", *CATCHING_TESTS,
+                                 "--maxfail-per-kernel", "1")[0]
 
-    return once("mutants", run)[0]
+        return once(f"mutants-{k}", run)[0]
+
+    return caught
+
+
+@pytest.fixture
+def mutants_caught(caught_in) -> dict[str, list[str]]:
+    """Every mutant's failed tests, from all the sub-runs."""
+    return {mutant: failed for k in range(SUB_RUNS) for mutant, failed in caught_in(k).items()}
 
 
 @pytest.mark.parametrize("mutant", sorted(BUG_CLASSES))
-def test_mutant_is_caught(mutant, mutants_caught, request):
-    caught_by = mutants_caught[f"specs.mutants:{mutant}"]
+def test_mutant_is_caught(mutant, caught_in, request):
+    caught_by = caught_in(sub_run_of(mutant))[f"specs.mutants:{mutant}"]
     payload.add(request.node, "mutation", {"mutant": mutant, "bug": BUG_CLASSES[mutant], "caught_by": caught_by})
     assert caught_by, (f"mutant {mutant} ({BUG_CLASSES[mutant]}) survived the suite: a hole to close (replay: "
                        f"python -m pytest {' '.join(CATCHING_TESTS)} --kernel specs.mutants:{mutant} "
