@@ -28,7 +28,8 @@ Each result is enclosed in [y^ - err, y^ + err], widened outward by one float64
 step.  Where both ends round to the same value of the target format, zeros of
 one sign included, that value is the correctly rounded result.  Zeros: softmax
 is positive (the lower end is clipped at +0); log_softmax of a row with two
-finite entries or more is negative, and a tiny one rounds to -0; a row's only
+finite entries or more is negative (the upper end is clipped at -0), and a tiny
+one rounds to -0; a row's only
 finite entry gives 0 - log 1 = +0 exactly, with a zero error bound.  The rest
 (about 1 in 10^5 fp32 elements) go to tier 2, :mod:`oracles.mp_softmax`, which
 recomputes their rows' sums with interval arithmetic at increasing precision and
@@ -112,6 +113,10 @@ def float64_pass(x: np.ndarray, fmt: Format, *, log: bool = False) -> tuple[np.n
             error = (-np.log1p(-s * np.minimum(1.0, log_total * (1 + 4 * s))) + LOG64_ULPS * 2 * U * log_total
                      + subnormal + U * np.abs(gap - log_total) + U * np.abs(value) + t * t) * (1 + 2.0**-20)
             lo, hi = _widen(value - error, value + error)
+            # With another finite entry log1p(R) > 0, so the result is negative: the upper end is clipped at
+            # -0.  The maximal entry of a row whose others lie below the underflow has R^ = 0 and an
+            # enclosure of +-(subnormal term): clipped, it rounds to -0 here instead of costing tier 2 a row.
+            hi = np.where((others > 0) & (hi >= 0), -0.0, hi)
             if (others == 0).any():
                 # The bound is zero at a row's only finite entry, 0 - log1p(0) = +0 exactly: widening
                 # would turn it into [-tiny, +tiny], whose ends round to zeros of both signs.

@@ -289,3 +289,14 @@ def oracle(x, dim, operation=SOFTMAX, mask=None):
 def test_bad_input_is_refused(bad, error, message):
     with pytest.raises(error, match=message):
         bad()
+
+
+@pytest.mark.parametrize("fmt", FORMATS, ids=str)
+def test_the_maximal_entry_of_a_row_whose_others_underflow_is_decided_as_minus_zero_by_tier_one(fmt):
+    # exp of every other gap is 0 in float64, so R^ = 0: only the sign of log_softmax = -log1p(R) < 0 decides.
+    rows = np.array([[5.0, -2.0**30, -2.0**60, -2.0**31, -1024.0], [-2.0**40, 2.0**40, -2.0**40, 0.0, -2.0**39]])
+    rounded, _, decided = float64_pass(rows, fmt, log=True)
+    want, _ = mp_softmax.correctly_rounded_rows(rows, fmt, log=True)
+    assert decided.all()
+    assert_same(rounded, want)
+    assert_same(rounded[[0, 1], [0, 1]], np.array([-0.0, -0.0]))
