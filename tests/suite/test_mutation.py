@@ -116,9 +116,10 @@ def judged_correct(run_pytest, tmp_path, request, correct: str, *tests: str, sco
     assert not failed, f"false alarm on {correct}: {failed}\n{output[-3000:]}"
 
 
-def test_the_unregistered_parent_passes_the_tests_that_caught_its_mutants(mutants_caught, run_pytest, tmp_path,
-                                                                           request):
-    tests = as_parents(mutants_caught, UNREGISTERED_PARENT)
+def test_the_unregistered_parent_passes_the_tests_that_caught_its_mutants(caught_in, run_pytest, tmp_path, request):
+    its_sub_runs = {sub_run_of(name) for name in BUG_CLASSES if getattr(mutants, name).parent == UNREGISTERED_PARENT}
+    tests = as_parents({mutant: failed for k in its_sub_runs for mutant, failed in caught_in(k).items()},
+                       UNREGISTERED_PARENT)
     judged_correct(run_pytest, tmp_path, request, UNREGISTERED_PARENT, *tests,
                    scope=f"in the {len(tests)} test(s) that caught its mutants")
 
