@@ -1,4 +1,4 @@
-"""The two-tier oracle agrees with pure mpmath on every element, including adversarial rows."""
+"""The two-tier oracle agrees with tier 2 alone (the interval Ziv loop) on every element, adversarial rows included."""
 
 import math
 
