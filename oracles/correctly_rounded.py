@@ -29,12 +29,11 @@ step.  Where both ends round to the same value of the target format, zeros of
 one sign included, that value is the correctly rounded result.  Zeros: softmax
 is positive (the lower end is clipped at +0); log_softmax of a row with two
 finite entries or more is negative (the upper end is clipped at -0), and a tiny
-one rounds to -0; a row's only
-finite entry gives 0 - log 1 = +0 exactly, with a zero error bound.  The rest
-(about 1 in 10^5 fp32 elements) go to tier 2, :mod:`oracles.mp_softmax`, which
-recomputes their rows' sums with interval arithmetic at increasing precision and
-decides those elements alone (a row of 2^20 entries with one undecided costs
-2^20 exponentials a precision, not 2^20 roundings as well).
+one rounds to -0; a row's only finite entry gives 0 - log 1 = +0 exactly, with
+a zero error bound.  The rest (about 1 in 10^5 fp32 elements) go to tier 2,
+:mod:`oracles.mp_softmax`, which encloses their rows' sums at increasing
+precision and decides those elements alone (a row of 2^20 entries with one
+undecided costs 2^20 exponentials a precision, not 2^20 roundings as well).
 
 Results whose exponential underflows float64 (d < -708) are below 1e-307, far
 under half the smallest subnormal of fp32, bf16 and fp16: they round to +0.
