@@ -89,12 +89,10 @@ def made_baseline(once, run_pytest, tmp_path):
 
 @pytest.fixture
 def gate_kernel_baseline(made_baseline) -> tuple[Path, dict]:
-    """A baseline of the gate kernel's softmax accuracy tests on the CPU (whatever the run's device: the gate's
-    machinery is the same): :func:`made_baseline`'s copy and making run."""
-    from tests.scenarios.gate_kernel import GATE_KERNEL  # imports triton: not before the run's backend is set
+    """A baseline of the gate kernel's tests (``GATE_TESTS``): :func:`made_baseline`'s copy and making run."""
+    from tests.scenarios.gate_kernel import GATE_KERNEL, GATE_TESTS  # imports triton: not before the backend is set
 
-    return made_baseline("gate-kernel-baseline", "tests/kernel/test_accuracy.py", "-k",
-                         "test_output_within_derived_bound and -softmax-", "--device", "cpu", "--kernel", GATE_KERNEL)
+    return made_baseline("gate-kernel-baseline", *GATE_TESTS, "--kernel", GATE_KERNEL)
 
 
 @pytest.fixture

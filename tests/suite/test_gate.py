@@ -8,9 +8,8 @@ from pathlib import Path
 import pytest
 
 from report import baseline
-from tests.scenarios.gate_kernel import GATE_KERNEL
+from tests.scenarios.gate_kernel import GATE_KERNEL, GATE_TESTS as ACCURACY
 
-ACCURACY = ("tests/kernel/test_accuracy.py", "-k", "test_output_within_derived_bound and -softmax-", "--device", "cpu")
 TWO_DTYPES = ("tests/kernel/test_accuracy.py", "-k", "test_output_within_derived_bound and -softmax- and (float32 or float16) and not bfloat16",
               "--device", "cpu", "--kernel", "torch")
 

@@ -19,12 +19,11 @@ from harness import seeding, strategies
 from harness.session import Draws
 from report import artifacts, baseline
 from report.__main__ import main as report_cli
-from tests.scenarios.gate_kernel import GATE_KERNEL
+from tests.scenarios.gate_kernel import GATE_KERNEL, GATE_TESTS
 
 DYING = "tests/scenarios/dying_worker.py"
 # The report and gate machinery is the same on every device: its sub-runs take the CPU, also in a GPU's run.
-ACCURACY = ("tests/kernel/test_accuracy.py", "-k", "test_output_within_derived_bound and -softmax-", "--hypothesis-profile", "ci",
-            "--device", "cpu")
+ACCURACY = (*GATE_TESTS, "--hypothesis-profile", "ci")
 FP32_ACCURACY = ("tests/kernel/test_accuracy.py", "-k", "test_output_within_derived_bound and -softmax- and float32", "--hypothesis-profile",
                  "ci", "--device", "cpu")
 ROOT = Path(__file__).resolve().parents[2]
