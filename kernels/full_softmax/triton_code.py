@@ -217,12 +217,16 @@ def _rows(y_ptr, x_ptr, m_ptr, n_rows, n_cols, size1, size2, xs0, xs1, xs2, xsd,
             else:
                 KEEP: tl.constexpr = ""
                 DROP: tl.constexpr = ""
+            # The second pass rereads the row last chunk first, the likeliest still in L2: the same
+            # bits, faster in fp32 (docs/speed.md).
+            last = (tl.cdiv(n_cols, BLOCK) - 1) * BLOCK
             row_max = tl.full([ROWS], -float("inf"), tl.float32)
             total = _zeros(ROWS, ARITH)
             for start in tl.range(0, n_cols, BLOCK):
                 x = _load(x_ptr, m_ptr, x_base, m_base, start + cols, row_ok, n_cols, xsd, msd, MASKED, KEEP)
                 row_max, total = _online_update(row_max, total, x, ARITH, False)
-            for start in tl.range(0, n_cols, BLOCK):
+            for back in tl.range(0, n_cols, BLOCK):
+                start = last - back
                 x = _load(x_ptr, m_ptr, x_base, m_base, start + cols, row_ok, n_cols, xsd, msd, MASKED, DROP)
                 y = _finish(x, _exp_gap(x, row_max[:, None], ARITH), row_max, total, LOG, MASKED, ARITH)
                 valid = row_ok[:, None] & ((start + cols) < n_cols)[None, :]
