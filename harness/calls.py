@@ -13,6 +13,8 @@ with itself.  :func:`guarded` wraps a kernel's callables so that each call
   nor with an output it returned earlier that is still alive (the storages of
   earlier outputs are tracked by weak reference: memory freed and reused by
   the allocator is no alarm);
+* leaves this thread's floating-point mode as it found it, subnormal numbers
+  kept (``harness/subnormals.py``: the suite's own arithmetic shares it);
 * returns within the watchdog's limit (:class:`Watchdog`).
 
 A broken rule fails the test with :class:`ContractBroken`, naming the call.
@@ -40,6 +42,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import torch
+
+from .subnormals import flushing, restore
 
 if TYPE_CHECKING:  # this module is imported before the backend is chosen, so before any kernel (and triton)
     from specs.registry import KernelSpec
@@ -296,6 +300,11 @@ class Guard:
         call = {"test": CONTEXT.test, "kernel": spec.name, "op": op, "input": describe_input(x, dim),
                 "example": CONTEXT.example, "replay": replay_command(spec, op),
                 "inside": spec.capabilities.refusal(x, dim) is None}
+        mode = flushing()
+        if mode:
+            raise ContractBroken(f"{describe_call(call)}: before the call, this process's CPU arithmetic {mode}, "
+                                 "which an earlier call or import left and the suite could not undo: it judges "
+                                 "nothing in that mode (harness/subnormals.py)", call["replay"])
         work = working_copy(x) if spec.capabilities.in_place else x
         before = [storage_bytes(t).clone() for t in inputs]
         self.breadcrumbs.started(call)
@@ -316,6 +325,7 @@ class Guard:
             y = function(work, *args, **kwargs)
         except Exception as error:
             self._check_inputs(call, inputs, before)
+            self._check_subnormals(call)
             if call["inside"] and not isinstance(error, ContractBroken):
                 raise ContractBroken(f"{describe_call(call)}: the kernel raised {type(error).__name__}: {error}\n"
                                      "on an input inside its declared capabilities: a kernel refuses only what it "
@@ -323,6 +333,7 @@ class Guard:
                                      call["replay"]) from error
             raise
         self._check_inputs(call, inputs, before)
+        self._check_subnormals(call)
         problem = self._output_problem(y, work, inputs)
         if problem:
             raise ContractBroken(f"{describe_call(call)}: the kernel {problem}", call["replay"])
@@ -336,6 +347,18 @@ class Guard:
             raise ContractBroken(f"{describe_call(call)}: the kernel changed {which} (its storage differs bit for "
                                  "bit after the call); a kernel that works in place must declare it "
                                  "(Capabilities(in_place=True)), and is then handed a copy", call["replay"])
+
+    @staticmethod
+    def _check_subnormals(call: dict) -> None:
+        mode = flushing()
+        if mode:
+            still = restore()
+            undone = f"the suite could not undo it ({still})" if still else "the suite turned it off again"
+            raise ContractBroken(f"{describe_call(call)}: the call left this process's CPU arithmetic flushing: it "
+                                 f"{mode} (torch.set_flush_denormal(True), or a library built with -ffast-math "
+                                 f"loaded); the suite's own arithmetic would then read subnormal values as zeros. "
+                                 f"A kernel must leave the floating-point mode as it found it; {undone}",
+                                 call["replay"])
 
     def _output_problem(self, y, work: torch.Tensor, inputs: list) -> str | None:
         if not isinstance(y, torch.Tensor):

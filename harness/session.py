@@ -56,6 +56,7 @@ from hypothesis.errors import InvalidArgument
 
 from . import hypothesis_internals, profiles
 from .backend import Backend, BackendError, activate
+from .subnormals import flushing
 
 SESSION = pytest.StashKey["Session"]()
 GATE_PROFILE = "ci"  # the profile every baseline is made with, and every gate draws from
@@ -231,6 +232,7 @@ def thread_share() -> int:
 def kernels_under_test(config: pytest.Config, backend: Backend) -> list:
     """The KernelSpecs ``--kernel`` names (default: the registered kernels but the peers), each checked against the
     suite's size caps."""
+    refuse_flushing("before any kernel was imported (set by the environment or a module loaded at start-up)")
     import specs  # only now: the backend decides how @triton.jit decorates the kernels
 
     from .coverage import boundaries_beyond_caps
@@ -240,6 +242,8 @@ def kernels_under_test(config: pytest.Config, backend: Backend) -> list:
         selected = [specs.resolve(name) for name in names if name != "all"]
     except (ValueError, ImportError) as error:
         raise pytest.UsageError(str(error)) from None
+    refuse_flushing(f"once the kernels were imported ({', '.join(names) or 'the registered ones'}: a module or a "
+                    "library it loads, built with -ffast-math, turned it on)")
     if "all" in names:  # every registered kernel, peers included (skipped where their library is absent)
         selected = specs.registered() + [spec for spec in selected if spec not in specs.registered()]
     selected = selected or [spec for spec in specs.registered() if spec.by_default]
@@ -250,6 +254,14 @@ def kernels_under_test(config: pytest.Config, backend: Backend) -> list:
                                     f"{backend.name}, past the suite's size caps (harness/strategies.py "
                                     f"SIZE_CAPS): one side of each would never be tested")
     return selected
+
+
+def refuse_flushing(when: str) -> None:
+    """UsageError where this process's CPU arithmetic flushes subnormal numbers: the suite judges nothing so."""
+    mode = flushing()
+    if mode:
+        raise pytest.UsageError(f"this process's CPU arithmetic {mode} {when}: the suite would read subnormal "
+                                "outputs and correctly rounded values as zeros (harness/subnormals.py)")
 
 
 def build(config: pytest.Config) -> Session:

@@ -26,7 +26,8 @@ QUICK = ("--device", "cpu", "--hypothesis-profile", "mutation", "--self-tests")
 BATCH_TESTS = ("tests/kernel/test_accuracy.py", "tests/kernel/test_statistical_bias.py", "tests/kernel/test_refusals.py", "tests/kernel/test_metamorphic.py",
                "-k", "test_output_within and -softmax- and float32 or mean_signed or refused_exactly or unit_interval or "
                      "determinism or shift_invariance")
-BATCH_KERNELS = ("in_place:zeroes_input", "in_place:writes_result_into_input", "in_place:declared_in_place",
+# The kernel that leaves the arithmetic flushing goes first: every other kernel is judged after its calls.
+BATCH_KERNELS = ("flushing:flushes_on_call", "flushing:keeps_watch", "in_place:zeroes_input", "in_place:writes_result_into_input", "in_place:declared_in_place",
                  "cached_output:noisy", "cached_output:noisy_cached", "out_of_capabilities:zeros_outside",
                  "misbehaving:raises")
 
@@ -91,6 +92,39 @@ def test_an_output_buffer_reused_across_calls_fails_and_is_never_baselined_as_de
     cached = failures_of(batch, "cached_output:noisy_cached")
     assert "returned memory it returned before, still in use" in cached["test_run_to_run_determinism_is_bitwise"]
     assert not re.search(r"^tests\.hostile\.cached_output:noisy_cached +\S* *held", batch["stdout"], re.MULTILINE)
+
+
+def test_a_kernel_that_leaves_the_arithmetic_flushing_subnormals_fails_and_the_next_kernels_are_judged_without(batch):
+    """Left flushing, the suite would read subnormal outputs, and its own correctly rounded values, as zeros, and
+    so misjudge every kernel after it: keeps_watch, judged after it in the same process, fails if it ever is."""
+    failed = failures_of(batch, "flushing:flushes_on_call")
+    assert "test_output_within_derived_bound" in failed, failed
+    assert all("the call left this process's CPU arithmetic flushing: it reads subnormal operands as zero (DAZ)"
+               in said and "the suite turned it off again" in said for said in failed.values()), failed
+    assert failures_of(batch, "flushing:keeps_watch") == {}
+    assert len(batch["verdicts"]["flushing:keeps_watch"]) >= 5
+
+
+def test_a_flushing_mode_is_told_in_words_and_turned_off():
+    import torch
+
+    from harness.subnormals import flushing, restore
+
+    assert flushing() is None
+    if not torch.set_flush_denormal(True):
+        pytest.skip("torch cannot set this CPU's flushing mode")
+    try:
+        assert flushing() == "reads subnormal operands as zero (DAZ) and flushes subnormal results to zero (FTZ)"
+    finally:
+        assert restore() is None
+    assert flushing() is None
+
+
+def test_a_kernel_whose_import_turns_on_flushing_subnormals_is_refused_before_any_test(run_pytest):
+    result = run_pytest(*FP32_ACCURACY, *QUICK, "--kernel", f"{HOSTILE}flushes_on_import:softmax")
+    assert result.returncode == pytest.ExitCode.USAGE_ERROR, result.stdout[-2000:] + result.stderr[-2000:]
+    assert ("flushes subnormal results to zero (FTZ) once the kernels were imported "
+            f"({HOSTILE}flushes_on_import:softmax") in result.stderr, result.stderr[-2000:]
 
 
 def test_numbers_returned_outside_the_declared_capabilities_are_judged(batch):
