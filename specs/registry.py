@@ -224,13 +224,22 @@ def is_file_selector(module_part: str) -> bool:
 
 def loaded_from_file(selector: str, file: str):
     """The module of a ``--kernel path/to/file.py:function``, imported as a script's: its folder goes first on the
-    import path (so that it imports its neighbours), and its name is the file's stem."""
+    import path while it is imported (so that it imports its neighbours), and its name is the file's stem.  Then
+    the folder moves to the end of the path: a neighbour it imports later is still found, but a file there named
+    as a module the suite or Python imports later (secrets.py, matplotlib.py) is not taken for it."""
     path = Path(file).expanduser().resolve()
     if not path.is_file():
         raise ValueError(f"--kernel {selector!r}: no file {path}")
-    if str(path.parent) not in sys.path:
-        sys.path.insert(0, str(path.parent))
-    module = imported(selector, path.stem)
+    folder = str(path.parent)
+    added = folder not in sys.path
+    if added:
+        sys.path.insert(0, folder)
+    try:
+        module = imported(selector, path.stem)
+    finally:
+        if added:
+            sys.path.remove(folder)
+            sys.path.append(folder)
     if Path(getattr(module, "__file__", "") or "").resolve() != path:
         raise ValueError(f"--kernel {selector!r}: the name {path.stem!r} is taken by {module.__name__} from "
                          f"{getattr(module, '__file__', None)}; rename {path.name}")

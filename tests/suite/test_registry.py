@@ -63,3 +63,20 @@ def test_a_user_kernel_path_runs_the_suite(run_pytest):
     assert result.returncode == 0, result.stdout[-2000:]
     assert "kernels: kernels.torch_softmax:softmax" in result.stdout
     assert "capabilities[kernels.torch_softmax:softmax] PASSED" in result.stdout
+
+
+def test_a_kernel_files_neighbours_are_imported_but_never_taken_for_the_suites_modules(run_pytest, tmp_path):
+    """A user's folder beside the kernel's file: the file imports its neighbours, at its import and in its calls;
+    files there named as modules the suite imports late (the report's plots, Hypothesis's) must not replace them."""
+    (tmp_path / "my_softmax.py").write_text("import torch\nimport first_helper\n\n\ndef softmax(x, dim):\n"
+                                            "    import later_helper\n    return later_helper.softmax(x, dim)\n")
+    (tmp_path / "first_helper.py").write_text("")
+    (tmp_path / "later_helper.py").write_text("import torch\n\n\ndef softmax(x, dim):\n"
+                                              "    return torch.softmax(x, dim)\n")
+    for module in ("secrets", "matplotlib"):
+        (tmp_path / f"{module}.py").write_text(f"raise ImportError('the folder of my_softmax.py gave {module}')\n")
+    result = run_pytest("--device", "cpu", "--kernel", f"{tmp_path / 'my_softmax.py'}:softmax",
+                        "tests/kernel/test_accuracy.py", "-k", "test_output_within and -softmax- and float32",
+                        f"--accuracy-report={tmp_path / 'report'}")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert (tmp_path / "report" / "ulp_histograms.png").is_file()
