@@ -5,8 +5,9 @@ returns uniform rows would be judged against the softmax of zeros, and one
 that returns the same buffer on every call makes two calls compare a tensor
 with itself.  :func:`guarded` wraps a kernel's callables so that each call
 
-* leaves its inputs' storage bit for bit as it found it (a copy of every byte
-  is taken before the call and compared after it), unless the kernel declares
+* leaves its inputs as it found them, their views (shape, strides, offset,
+  dtype, storage) and their storage bit for bit (a copy of every byte is
+  taken before the call and compared after it), unless the kernel declares
   itself in place (``Capabilities.in_place``): it then works on a copy, and
   the input the suite judges against is never touched;
 * returns a tensor on the input's device that shares no memory with its inputs
@@ -255,6 +256,11 @@ def has_storage(t) -> bool:
             and t.device.type != "meta" and t.untyped_storage().nbytes() > 0)
 
 
+def view_of(t: torch.Tensor) -> tuple:
+    """What a tensor's elements are, besides its storage's bytes: which storage, and how it is read."""
+    return (tuple(t.shape), t.stride(), t.storage_offset(), t.dtype, t.untyped_storage().data_ptr())
+
+
 def span(t: torch.Tensor) -> tuple[int, int]:
     storage = t.untyped_storage()
     return storage.data_ptr(), storage.data_ptr() + storage.nbytes()
@@ -306,7 +312,7 @@ class Guard:
                                  "which an earlier call or import left and the suite could not undo: it judges "
                                  "nothing in that mode (harness/subnormals.py)", call["replay"])
         work = working_copy(x) if spec.capabilities.in_place else x
-        before = [storage_bytes(t).clone() for t in inputs]
+        before = [(view_of(t), storage_bytes(t).clone()) for t in inputs]
         self.breadcrumbs.started(call)
         try:
             y = self.watchdog.watch(call, lambda: self._checked(call, function, work, inputs, before, args, kwargs))
@@ -341,7 +347,13 @@ class Guard:
 
     @staticmethod
     def _check_inputs(call: dict, inputs: list, before: list) -> None:
-        changed = [t for t, copy in zip(inputs, before) if not torch.equal(storage_bytes(t), copy)]
+        for t, (view, _) in zip(inputs, before):
+            if view_of(t) != view:
+                which = "its input x" if t is inputs[0] else "an input other than x (the mask)"
+                raise ContractBroken(f"{describe_call(call)}: the kernel changed the view of {which} in place "
+                                     f"(shape, strides, offset, dtype: {view} before the call, {view_of(t)} after): "
+                                     "the suite would judge the result against another input", call["replay"])
+        changed = [t for t, (_, copy) in zip(inputs, before) if not torch.equal(storage_bytes(t), copy)]
         if changed:
             which = "its input x" if changed[0] is inputs[0] else "an input other than x (the mask)"
             raise ContractBroken(f"{describe_call(call)}: the kernel changed {which} (its storage differs bit for "

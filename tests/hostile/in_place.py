@@ -3,6 +3,8 @@
 * ``zeroes_input`` returns uniform rows (off by up to 0.99) and zeroes its input's storage: judged against
   the softmax of what it left behind, it would be exact.
 * ``writes_result_into_input`` computes a correct softmax, writes it into x and returns x.
+* ``transposes_input`` returns the softmax of a matrix along the other dim, transposed, and transposes its
+  input in place (``x.t_()``: not a byte changes): judged against the input it left, it would be exact.
 * ``declared_in_place`` does the same and says so (``Capabilities(in_place=True)``): it is correct.
 """
 
@@ -25,6 +27,15 @@ def writes_result_into_input(x: torch.Tensor, dim: int) -> torch.Tensor:
     return x.copy_(torch.softmax(x, dim)) if x.numel() else x
 
 
+def transposes_input(x: torch.Tensor, dim: int) -> torch.Tensor:
+    transposes_input.capabilities.check(x, dim)
+    if x.dim() != 2:
+        return torch.softmax(x, dim)
+    y = torch.softmax(x, 1 - dim % 2).t().contiguous()
+    x.t_()
+    return y
+
+
 def declared_in_place(x: torch.Tensor, dim: int) -> torch.Tensor:
     declared_in_place.capabilities.check(x, dim)
     return x.copy_(torch.softmax(x, dim))
@@ -33,3 +44,4 @@ def declared_in_place(x: torch.Tensor, dim: int) -> torch.Tensor:
 zeroes_input.capabilities = Capabilities(dtypes=FP32)
 writes_result_into_input.capabilities = Capabilities(dtypes=FP32, ranks=frozenset({2}))  # no expanded views
 declared_in_place.capabilities = Capabilities(dtypes=FP32, ranks=frozenset({2}), in_place=True)
+transposes_input.capabilities = Capabilities(dtypes=FP32, ranks=frozenset({2}))

@@ -27,7 +27,8 @@ BATCH_TESTS = ("tests/kernel/test_accuracy.py", "tests/kernel/test_statistical_b
                "-k", "test_output_within and -softmax- and float32 or mean_signed or refused_exactly or unit_interval or "
                      "determinism or shift_invariance")
 # The kernel that leaves the arithmetic flushing goes first: every other kernel is judged after its calls.
-BATCH_KERNELS = ("flushing:flushes_on_call", "flushing:keeps_watch", "in_place:zeroes_input", "in_place:writes_result_into_input", "in_place:declared_in_place",
+BATCH_KERNELS = ("flushing:flushes_on_call", "flushing:keeps_watch", "in_place:zeroes_input",
+                 "in_place:transposes_input", "in_place:writes_result_into_input", "in_place:declared_in_place",
                  "cached_output:noisy", "cached_output:noisy_cached", "out_of_capabilities:zeros_outside",
                  "misbehaving:raises")
 
@@ -79,6 +80,13 @@ def test_a_kernel_that_writes_its_result_into_its_input_fails_for_it(batch):
     failed = failures_of(batch, "in_place:writes_result_into_input")
     assert "test_output_within_derived_bound" in failed
     assert all("the kernel changed its input x" in said for said in failed.values()), failed
+
+
+def test_a_kernel_that_transposes_its_input_in_place_fails_for_it(batch):
+    """Judged against the transposed input it left, its softmax along the other dim, transposed, would be exact."""
+    failed = failures_of(batch, "in_place:transposes_input")
+    assert "test_output_within_derived_bound" in failed, failed
+    assert all("the kernel changed the view of its input x in place" in said for said in failed.values()), failed
 
 
 def test_a_kernel_that_declares_it_works_in_place_is_handed_a_copy_and_passes(batch):
