@@ -286,6 +286,7 @@ def layouts(draw, rank: int, dim: int, *, unit_row_stride: bool = False, expanda
 # ---------------------------------------------------------------------------- values
 
 F64 = torch.float64
+F32 = torch.float32  # the draws of shares: named, so that a default dtype a kernel sets changes no input
 HALF_MAX = math.inf
 """The offset of shifted rows that stands for half the dtype's maximum.  Every offset is capped there (the
 shifted values stay finite), so an infinite one always takes the cap, whatever the dtype.  It stays ``inf``
@@ -376,7 +377,7 @@ def _subnormal(scale, shape, dtype, dim, g):
 
 
 def _zeros(scale, shape, dtype, dim, g):  # +0 and -0 mixed
-    return torch.where(torch.rand(shape, generator=g) < 0.5, 0.0, -0.0).to(F64)
+    return torch.where(torch.rand(shape, generator=g, dtype=F32) < 0.5, 0.0, -0.0).to(F64)
 
 
 def _shifted(sign: int) -> Maker:
@@ -392,8 +393,8 @@ def _shifted(sign: int) -> Maker:
 def _sentinel(scale, shape, dtype, dim, g):  # the finite fill values of masking code: some entries, some whole rows
     fill = max(scale, torch.finfo(dtype).min)
     x = torch.randn(shape, generator=g, dtype=F64)
-    rows = torch.rand((*shape[:dim], 1, *shape[dim + 1:]), generator=g) < 0.25
-    return torch.where((torch.rand(shape, generator=g) < 0.5) | rows, fill, x)
+    rows = torch.rand((*shape[:dim], 1, *shape[dim + 1:]), generator=g, dtype=F32) < 0.25
+    return torch.where((torch.rand(shape, generator=g, dtype=F32) < 0.5) | rows, fill, x)
 
 
 VALUE_CLASSES = {c.name: c for c in (
@@ -476,10 +477,10 @@ class Specials:
         x = x.clone()
         for value, share in ((-math.inf, self.neg_inf), (math.inf, self.pos_inf), (math.nan, self.nan)):
             if share:
-                x[torch.rand(x.shape, generator=g) < share] = value
+                x[torch.rand(x.shape, generator=g, dtype=F32) < share] = value
         if self.neg_inf_rows and x.numel():
             rows_shape = (*x.shape[:dim], 1, *x.shape[dim + 1:])
-            x = x.masked_fill(torch.rand(rows_shape, generator=g) < self.neg_inf_rows, -math.inf)
+            x = x.masked_fill(torch.rand(rows_shape, generator=g, dtype=F32) < self.neg_inf_rows, -math.inf)
         if self.neg_inf_head and x.numel():
             head = math.ceil(self.neg_inf_head * x.shape[dim])
             x.narrow(dim, 0, head).fill_(-math.inf)
@@ -539,9 +540,9 @@ class Mask:
     empty_rows: float = 0.1
 
     def sample(self, shape: tuple[int, ...], dim: int, g: torch.Generator) -> torch.Tensor:
-        keep = torch.rand(shape, generator=g) < self.keep
+        keep = torch.rand(shape, generator=g, dtype=F32) < self.keep
         rows_shape = (*shape[:dim], 1, *shape[dim + 1:])
-        return keep & ~(torch.rand(rows_shape, generator=g) < self.empty_rows)
+        return keep & ~(torch.rand(rows_shape, generator=g, dtype=F32) < self.empty_rows)
 
 
 def masks() -> st.SearchStrategy[Mask]:

@@ -224,3 +224,20 @@ def test_every_case_the_strategies_draw_reads_back_from_its_repr(case):
 @pytest.mark.parametrize("case", CATALOG.values(), ids=CATALOG)
 def test_every_catalog_entry_reads_back_from_its_repr(case):
     assert parse_case(repr(case)) == case
+
+
+@settings(max_examples=50)
+@given(case=st.booleans().flatmap(lambda masked: cases(Capabilities(), "cpu", masked=masked)))
+def test_a_case_makes_the_same_input_whatever_torchs_default_dtype(case):
+    """A kernel's module may set torch's default dtype: the inputs drawn after it, and each failure's replay in a
+    fresh process, must not move with it."""
+    x, keep = case.make()
+    default = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        x64, keep64 = case.make()
+    finally:
+        torch.set_default_dtype(default)
+    assert x.dtype == x64.dtype and torch.equal(x.isnan(), x64.isnan()) and torch.equal(x.signbit(), x64.signbit())
+    assert torch.equal(x.nan_to_num(7.0), x64.nan_to_num(7.0)) and (keep is None) == (keep64 is None)
+    assert keep is None or torch.equal(keep, keep64)
