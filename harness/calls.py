@@ -256,6 +256,12 @@ def has_storage(t) -> bool:
             and t.device.type != "meta" and t.untyped_storage().nbytes() > 0)
 
 
+def undo_flushing() -> str:
+    """Turn the flushing of subnormals off, and say whether that worked."""
+    still = restore()
+    return f"the suite could not undo it ({still})" if still else "the suite turned it off again"
+
+
 def view_of(t: torch.Tensor) -> tuple:
     """What a tensor's elements are, besides its storage's bytes: which storage, and how it is read."""
     return (tuple(t.shape), t.stride(), t.storage_offset(), t.dtype, t.untyped_storage().data_ptr())
@@ -307,10 +313,10 @@ class Guard:
                 "example": CONTEXT.example, "replay": replay_command(spec, op),
                 "inside": spec.capabilities.refusal(x, dim) is None}
         mode = flushing()
-        if mode:
+        if mode:  # left by an import, or by a call the watchdog stopped before its checks
             raise ContractBroken(f"{describe_call(call)}: before the call, this process's CPU arithmetic {mode}, "
-                                 "which an earlier call or import left and the suite could not undo: it judges "
-                                 "nothing in that mode (harness/subnormals.py)", call["replay"])
+                                 f"left by an earlier call or an import; {undo_flushing()}, and this call is not "
+                                 "judged (harness/subnormals.py)", call["replay"])
         work = working_copy(x) if spec.capabilities.in_place else x
         before = [(view_of(t), storage_bytes(t).clone()) for t in inputs]
         self.breadcrumbs.started(call)
@@ -364,12 +370,10 @@ class Guard:
     def _check_subnormals(call: dict) -> None:
         mode = flushing()
         if mode:
-            still = restore()
-            undone = f"the suite could not undo it ({still})" if still else "the suite turned it off again"
             raise ContractBroken(f"{describe_call(call)}: the call left this process's CPU arithmetic flushing: it "
                                  f"{mode} (torch.set_flush_denormal(True), or a library built with -ffast-math "
                                  f"loaded); the suite's own arithmetic would then read subnormal values as zeros. "
-                                 f"A kernel must leave the floating-point mode as it found it; {undone}",
+                                 f"A kernel must leave the floating-point mode as it found it; {undo_flushing()}",
                                  call["replay"])
 
     def _output_problem(self, y, work: torch.Tensor, inputs: list) -> str | None:

@@ -106,7 +106,7 @@ def rowwise_softmax_kernel(y_ptr, x_ptr, n_rows, n_cols, x_row_stride, x_col_str
         if MUTATION == PARTIAL_ROW_MAX:
             row_max = tl.max(tl.where(cols < (n_cols + 1) // 2, x, -float("inf")), axis=0)
         if MUTATION == ALL_NEG_INF_UNIFORM:
-            x = tl.where((row_max == -float("inf")) & mask, 0.0, x)
+            x = tl.where(row_max == -float("inf"), tl.where(mask, 0.0, x), x)
             row_max = tl.max(x, axis=0)
         gap = x - row_max
         if MUTATION == NO_MAX_SUBTRACTION:

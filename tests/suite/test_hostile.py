@@ -259,3 +259,24 @@ def test_a_call_for_an_fp32_output_is_named_and_replayed_as_that_operation(tmp_p
     kernel.softmax(x, 1)
     assert [call["op"] for call in started] == ["softmax_fp32_out", "softmax"]
     assert "--op softmax_fp32_out " in started[0]["replay"] and "--op softmax " in started[1]["replay"]
+
+
+def test_a_call_that_finds_the_arithmetic_flushing_fails_turns_it_off_and_the_next_call_is_judged(tmp_path):
+    """What a call the watchdog stopped after it turned flushing on leaves behind (its checks never ran)."""
+    import torch
+
+    from harness import calls
+    from harness.subnormals import flushing
+    from specs.registry import resolve
+
+    breadcrumbs = calls.Breadcrumbs(tmp_path, "this")
+    kernel = calls.guarded(resolve("torch"), calls.Guard(calls.Watchdog(None, 1.0, breadcrumbs), breadcrumbs,
+                                                         calls.Outputs()))
+    if not torch.set_flush_denormal(True):
+        pytest.skip("torch cannot set this CPU's flushing mode")
+    with pytest.raises(calls.ContractBroken, match="before the call, this process's CPU arithmetic reads subnormal "
+                                                   "operands as zero .* the suite turned it off again, and this call "
+                                                   "is not judged"):
+        kernel.softmax(torch.randn(2, 8), 1)
+    assert flushing() is None
+    assert kernel.softmax(torch.tensor([[0.0, -100.0]]), 1)[0, 1] > 0  # e^-100, a subnormal, not flushed

@@ -21,6 +21,7 @@ caught its mutants, with the contract tests; torch.softmax given as a
 through the suite.
 """
 
+import re
 import xml.etree.ElementTree as ElementTree
 
 import pytest
@@ -36,8 +37,22 @@ USER_KERNEL = "torch.nn.functional:softmax"
 SUB_RUNS = 3  # each a third of the catalog: the longest test of a gate on an H100 was the one sub-run (158 s)
 
 
-def failing_tests(run_pytest, kernels: list[str], junit, *args: str) -> tuple[dict[str, list[str]], str]:
-    """One sub-run judging ``kernels``: each kernel's failed tests (node ids), and the run's output."""
+# The first line of a failure's message that names an exception ("BeyondBound: ..."); a bare assert names none.
+EXCEPTION_LINE = re.compile(r"^([A-Za-z_][\w.]*): ", re.MULTILINE)
+VERDICTS = ("AssertionError", "BeyondBound")  # what a test says of a kernel's numbers
+
+
+def is_verdict(message: str) -> bool:
+    """Whether a failure is the suite's verdict on a kernel's numbers: not a broken contract, a hang, or an error
+    of the sub-run's own environment (a module it cannot import), which would catch every mutant alike."""
+    named = EXCEPTION_LINE.search(message)
+    return named is None or named.group(1).rsplit(".", 1)[-1] in VERDICTS
+
+
+def failing_tests(run_pytest, kernels: list[str], junit, *args: str,
+                  verdicts_only: bool = False) -> tuple[dict[str, list[str]], str]:
+    """One sub-run judging ``kernels``: each kernel's failed tests (node ids), and the run's output.  With
+    ``verdicts_only``, a failure that is not a verdict (:func:`is_verdict`) fails the sub-run instead."""
     chosen = [arg for kernel in kernels for arg in ("--kernel", kernel)]
     result = run_pytest(*args, *chosen, "--hypothesis-profile", "mutation", "--junitxml", str(junit), "-q")
     if result.returncode not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
@@ -45,9 +60,14 @@ def failing_tests(run_pytest, kernels: list[str], junit, *args: str) -> tuple[di
                              f"{result.stderr}")
     failed: dict[str, list[str]] = {kernel: [] for kernel in kernels}
     for case in ElementTree.parse(junit).getroot().iter("testcase"):
-        if case.find("failure") is not None or case.find("error") is not None:
+        failure, error = case.find("failure"), case.find("error")
+        if failure is not None or error is not None:
             name = case.get("name")
             node = f"{case.get('classname').replace('.', '/')}.py::{name}"
+            said = (failure if failure is not None else error).get("message", "")
+            if verdicts_only and (error is not None or not is_verdict(said)):
+                raise AssertionError(f"{node} failed with no verdict on the kernel's numbers, so it catches no "
+                                     f"planted bug: {said[:1000]}")
             failed[next(k for k in kernels if f"[{k}-" in name or f"[{k}]" in name)].append(node)
     return failed, result.stdout
 
@@ -65,7 +85,7 @@ def caught_in(once, run_pytest):
         def run(folder):
             kernels = [f"specs.mutants:{mutant}" for mutant in sorted(BUG_CLASSES) if sub_run_of(mutant) == k]
             return failing_tests(run_pytest, kernels, folder / "junit.xml", *CATCHING_TESTS,
-                                 "--maxfail-per-kernel", "1")[0]
+                                 "--maxfail-per-kernel", "1", verdicts_only=True)[0]
 
         return once(f"mutants-{k}", run)[0]
 
@@ -99,6 +119,20 @@ def as_parents(caught: dict[str, list[str]], parent: str) -> list[str]:
         if mutant.parent == parent:
             tests.update(node.replace(f"[{name}-", f"[{parent}-").replace(f"[{name}]", f"[{parent}]") for node in nodes)
     return sorted(tests)
+
+
+@pytest.mark.parametrize("message,verdict", [
+    ("tests/kernel/test_accuracy.py::test_output_within_derived_bound[specs.mutants:m-softmax-float32]\n"
+     "BeyondBound: specs.mutants:m: 3 of 8 elements beyond the derived bound", True),
+    ("AssertionError: specs.mutants:m promises batch invariance: row 15 of Case(shape=(16, 100))", True),
+    ("assert np.False_\n +  where np.False_ = <function all>(array([1]))", True),
+    ("ModuleNotFoundError: No module named 'gmpy2'", False),
+    ("tests/kernel/test_accuracy.py::test_output_within_derived_bound[specs.mutants:m-softmax-float32]\n"
+     "harness.calls.ContractBroken: specs.mutants:m softmax on shape=(2, 3): the kernel raised IndexError", False),
+    ("harness.calls.KernelHang: specs.mutants:m softmax on shape=(2, 3): the call did not return within 2 s", False),
+])
+def test_only_a_verdict_on_the_numbers_counts_as_a_catch(message, verdict):
+    assert is_verdict(message) == verdict
 
 
 def test_a_catch_is_checked_against_the_parent_as_the_same_test():
