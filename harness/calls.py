@@ -353,17 +353,18 @@ class Guard:
 
     @staticmethod
     def _check_inputs(call: dict, inputs: list, before: list) -> None:
+        def which(t: torch.Tensor) -> str:
+            return "its input x" if t is inputs[0] else "an input other than x (the mask)"
+
         for t, (view, _) in zip(inputs, before):
             if view_of(t) != view:
-                which = "its input x" if t is inputs[0] else "an input other than x (the mask)"
-                raise ContractBroken(f"{describe_call(call)}: the kernel changed the view of {which} in place "
+                raise ContractBroken(f"{describe_call(call)}: the kernel changed the view of {which(t)} in place "
                                      f"(shape, strides, offset, dtype: {view} before the call, {view_of(t)} after): "
                                      "the suite would judge the result against another input", call["replay"])
         changed = [t for t, (_, copy) in zip(inputs, before) if not torch.equal(storage_bytes(t), copy)]
         if changed:
-            which = "its input x" if changed[0] is inputs[0] else "an input other than x (the mask)"
-            raise ContractBroken(f"{describe_call(call)}: the kernel changed {which} (its storage differs bit for "
-                                 "bit after the call); a kernel that works in place must declare it "
+            raise ContractBroken(f"{describe_call(call)}: the kernel changed {which(changed[0])} (its storage differs "
+                                 "bit for bit after the call); a kernel that works in place must declare it "
                                  "(Capabilities(in_place=True)), and is then handed a copy", call["replay"])
 
     @staticmethod

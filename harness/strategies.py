@@ -286,7 +286,6 @@ def layouts(draw, rank: int, dim: int, *, unit_row_stride: bool = False, expanda
 # ---------------------------------------------------------------------------- values
 
 F64 = torch.float64
-F32 = torch.float32  # the draws of shares: named, so that a default dtype a kernel sets changes no input
 HALF_MAX = math.inf
 """The offset of shifted rows that stands for half the dtype's maximum.  Every offset is capped there (the
 shifted values stay finite), so an infinite one always takes the cap, whatever the dtype.  It stays ``inf``
@@ -344,6 +343,12 @@ class ValueClass:
         return tuple(Values(self.name, scale) for scale in self.sweep) or (Values(self.name),)
 
 
+def _chance(shape, p: float, g: torch.Generator) -> torch.Tensor:
+    """True with probability p, each entry of ``shape``: uniform draws in fp32 by name, so that a default dtype a
+    kernel sets changes no input."""
+    return torch.rand(shape, generator=g, dtype=torch.float32) < p
+
+
 def _normal(scale, shape, dtype, dim, g):
     return torch.randn(shape, generator=g, dtype=F64) * scale
 
@@ -377,7 +382,7 @@ def _subnormal(scale, shape, dtype, dim, g):
 
 
 def _zeros(scale, shape, dtype, dim, g):  # +0 and -0 mixed
-    return torch.where(torch.rand(shape, generator=g, dtype=F32) < 0.5, 0.0, -0.0).to(F64)
+    return torch.where(_chance(shape, 0.5, g), 0.0, -0.0).to(F64)
 
 
 def _shifted(sign: int) -> Maker:
@@ -393,8 +398,8 @@ def _shifted(sign: int) -> Maker:
 def _sentinel(scale, shape, dtype, dim, g):  # the finite fill values of masking code: some entries, some whole rows
     fill = max(scale, torch.finfo(dtype).min)
     x = torch.randn(shape, generator=g, dtype=F64)
-    rows = torch.rand((*shape[:dim], 1, *shape[dim + 1:]), generator=g, dtype=F32) < 0.25
-    return torch.where((torch.rand(shape, generator=g, dtype=F32) < 0.5) | rows, fill, x)
+    rows = _chance((*shape[:dim], 1, *shape[dim + 1:]), 0.25, g)
+    return torch.where(_chance(shape, 0.5, g) | rows, fill, x)
 
 
 VALUE_CLASSES = {c.name: c for c in (
@@ -477,10 +482,10 @@ class Specials:
         x = x.clone()
         for value, share in ((-math.inf, self.neg_inf), (math.inf, self.pos_inf), (math.nan, self.nan)):
             if share:
-                x[torch.rand(x.shape, generator=g, dtype=F32) < share] = value
+                x[_chance(x.shape, share, g)] = value
         if self.neg_inf_rows and x.numel():
             rows_shape = (*x.shape[:dim], 1, *x.shape[dim + 1:])
-            x = x.masked_fill(torch.rand(rows_shape, generator=g, dtype=F32) < self.neg_inf_rows, -math.inf)
+            x = x.masked_fill(_chance(rows_shape, self.neg_inf_rows, g), -math.inf)
         if self.neg_inf_head and x.numel():
             head = math.ceil(self.neg_inf_head * x.shape[dim])
             x.narrow(dim, 0, head).fill_(-math.inf)
@@ -540,9 +545,9 @@ class Mask:
     empty_rows: float = 0.1
 
     def sample(self, shape: tuple[int, ...], dim: int, g: torch.Generator) -> torch.Tensor:
-        keep = torch.rand(shape, generator=g, dtype=F32) < self.keep
+        keep = _chance(shape, self.keep, g)
         rows_shape = (*shape[:dim], 1, *shape[dim + 1:])
-        return keep & ~(torch.rand(rows_shape, generator=g, dtype=F32) < self.empty_rows)
+        return keep & ~_chance(rows_shape, self.empty_rows, g)
 
 
 def masks() -> st.SearchStrategy[Mask]:
