@@ -46,7 +46,7 @@ import os
 import shutil
 import signal
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
@@ -296,6 +296,46 @@ def build(config: pytest.Config) -> Session:
 def pytest_configure(config: pytest.Config) -> None:
     session_of(config)
     freeze_what_is_loaded(config)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Before xdist starts the workers (its own hook runs last), with the report's folder made."""
+    config = session.config
+    if not hasattr(config, "workerinput"):
+        config.invocation_params = replace(config.invocation_params, args=paths_joined(config))
+
+
+def paths_joined(config: pytest.Config) -> tuple[str, ...]:
+    """The run's arguments, each option's value that names an existing path joined to its option
+    (``--accuracy-report=/tmp/run``).
+
+    xdist starts every worker with these arguments, which it parses anew, before any plugin is
+    loaded: pytest then takes a lone argument naming an existing path for where to look for
+    pytest.ini.  A report folder outside the checkout, which the controller has just made, sent
+    every worker to look there: none found the suite's options, all crashed, and nothing was
+    tested.  Joined to its option, a value is no longer such an argument.  (The controller's own
+    parse is pytest's: a path outside the checkout that exists before the run must be written
+    so by the user, as the README says.)
+    """
+    args = list(config.invocation_params.args)
+    joined: list[str] = []
+    while args:
+        arg = args.pop(0)
+        if args and arg.startswith("--") and "=" not in arg and takes(config, arg, args[0]):
+            arg = f"{arg}={args.pop(0)}"
+        joined.append(arg)
+    return tuple(joined)
+
+
+def takes(config: pytest.Config, option: str, value: str) -> bool:
+    """Whether ``option`` took ``value`` as its value, and ``value`` names an existing path."""
+    try:
+        taken = config.getoption(option[2:].replace("-", "_"))
+    except ValueError:  # not an option of this run's parser
+        return False
+    values = taken if isinstance(taken, list) else [taken]
+    return value in [str(v) for v in values] and (config.invocation_params.dir / value).exists()
 
 
 def freeze_what_is_loaded(config: pytest.Config) -> None:

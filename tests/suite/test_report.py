@@ -49,6 +49,15 @@ def test_a_dead_worker_costs_only_its_own_record(run_pytest, tmp_path):
     assert {case.get("name") for case in cases} >= {"test_records_before", "test_records_after"}
 
 
+def test_a_run_over_workers_writes_its_report_outside_the_checkout(run_pytest, tmp_path):
+    """A run naming no test path, as a user's: pytest looks for its settings where an argument naming an
+    existing path points, and the report's folder exists once the controller starts the workers."""
+    report = tmp_path / "report"
+    result = run_pytest("-n", "2", *FP32_ACCURACY[1:], "--kernel", "torch", "--accuracy-report", str(report))
+    assert result.returncode == 0, result.stdout[-3000:]
+    assert read_report(report)["records"]
+
+
 @contextlib.contextmanager
 def half_written_constants_cache(module: Path):
     """The checkout's Hypothesis cache of the constants mined from ``module`` as a process
