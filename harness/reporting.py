@@ -194,6 +194,7 @@ class Gatherer:
         self.failures: list[dict] = []  # test, headline, replay command
         self.passed = 0
         self.interrupted = False
+        self.nothing_tested = False  # every test it ran was skipped: no pass (exit status 5)
         self.in_progress: list[str] = []  # kernel calls running when the run was interrupted
         self.baseline_written: Path | None = None
         self.baseline_notes: list[str] = []
@@ -274,6 +275,12 @@ class Gatherer:
             if any(f.fails or run.gate.require and f.verdict == "not gated" for f in self.findings) \
                     and session.exitstatus == pytest.ExitCode.OK:
                 session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        self.nothing_tested = self.tested_nothing(session)
+        if self.nothing_tested:
+            # Every selected test skipped (a kernel declaring none of this device, a subset of what it does not
+            # handle): pytest's 0 would read as a pass, although nothing was judged.  Its status for a run that
+            # tested nothing, as the report's verdict says.
+            session.exitstatus = pytest.ExitCode.NO_TESTS_COLLECTED
         if run.report is not None:
             gate = baseline.table(self.findings, only_failures=False)
             gated = None if run.gate is None or run.gate.update else run.gate.path
@@ -281,6 +288,11 @@ class Gatherer:
             self.written += artifacts.write_all(run.report, metadata, verdict, self.failures, self.categories,
                                                 self.records, self.missing, gate, self.invariances,
                                                 self.outcomes, self.in_progress)
+
+    def tested_nothing(self, session: pytest.Session) -> bool:
+        """Whether the run would pass with no test passed nor failed: every one it ran was skipped."""
+        return (session.exitstatus == pytest.ExitCode.OK and not self.passed and not self.failures
+                and not self.config.getoption("collectonly"))
 
     def judge(self, metadata: dict, held: dict) -> None:
         self.findings, self.unjudged = baseline.judge(self.reference, self.categories, held, self.ran, metadata)
@@ -326,6 +338,9 @@ class Gatherer:
             terminalreporter.write_sep("-", f"{len(self.missing)} test(s) expected to record accuracy left no record")
             for test in self.missing:
                 write(test)
+        if self.nothing_tested:
+            terminalreporter.write_sep("-", "NOTHING TESTED: every selected test was skipped (their reasons: below); "
+                                       "nothing judged, so no pass: exit status 5", red=True)
         if self.interrupted:
             terminalreporter.write_sep("-", "INTERRUPTED: the run did not finish; no verdict", red=True)
             for call in self.in_progress:

@@ -58,6 +58,17 @@ def test_a_run_over_workers_writes_its_report_outside_the_checkout(run_pytest, t
     assert read_report(report)["records"]
 
 
+def test_a_run_whose_every_test_is_skipped_is_no_pass(run_pytest, tmp_path):
+    """A kernel asked about what it does not declare (here log_softmax) is judged on nothing: pytest's
+    exit status 0 would read as a pass."""
+    result = run_pytest("tests/kernel/test_accuracy.py", "-k", "test_output_within_derived_bound and log_softmax",
+                        "--kernel", "examples/my_kernels.py:softmax", "--device", "cpu", "--accuracy-report",
+                        str(tmp_path))
+    assert result.returncode == pytest.ExitCode.NO_TESTS_COLLECTED, result.stdout[-3000:]
+    assert "NOTHING TESTED: every selected test was skipped" in result.stdout
+    assert read_report(tmp_path)["verdict"].startswith("NOTHING TESTED")
+
+
 @contextlib.contextmanager
 def half_written_constants_cache(module: Path):
     """The checkout's Hypothesis cache of the constants mined from ``module`` as a process
