@@ -236,6 +236,8 @@ def loaded_from_file(selector: str, file: str):
         sys.path.insert(0, folder)
     try:
         module = imported(selector, path.stem)
+    except ValueError as error:
+        raise ValueError(f"{error}{taken_names(path.parent, shadowed_neighbours(path.parent))}") from None
     finally:
         if added:
             sys.path.remove(folder)
@@ -243,7 +245,42 @@ def loaded_from_file(selector: str, file: str):
     if Path(getattr(module, "__file__", "") or "").resolve() != path:
         raise ValueError(f"--kernel {selector!r}: the name {path.stem!r} is taken by {module.__name__} from "
                          f"{getattr(module, '__file__', None)}; rename {path.name}")
+    shadowed = shadowed_neighbours(path.parent)
+    wrong = {name: origin for name, origin in shadowed.items()
+             if any(inspect.ismodule(value) and value.__name__.partition(".")[0] == name
+                    for value in vars(module).values())}
+    if wrong:
+        raise ValueError(f"--kernel {selector!r}: {path.name} imports {', '.join(sorted(wrong))} by a name its "
+                         f"folder's own module has, and got another{taken_names(path.parent, wrong)}")
     return module
+
+
+def shadowed_neighbours(folder: Path) -> dict[str, str]:
+    """Names of modules in ``folder`` (``NAME.py``, ``NAME/__init__.py``) that modules imported before, the
+    suite's (report, kernels, specs...) or any other, already hold, with those modules' files: ``import NAME``
+    there gets the module imported before, never the neighbour."""
+    shadowed = {}
+    for entry in os.scandir(folder):
+        if entry.is_file() and entry.name.endswith(".py"):
+            name = entry.name.removesuffix(".py")
+        elif entry.is_dir() and (Path(entry.path) / "__init__.py").is_file():
+            name = entry.name
+        else:
+            continue
+        module = sys.modules.get(name)
+        origin = getattr(module, "__file__", None)
+        if origin and Path(origin).resolve() not in (folder / f"{name}.py", folder / name / "__init__.py"):
+            shadowed[name] = origin
+    return shadowed
+
+
+def taken_names(folder: Path, shadowed: dict[str, str]) -> str:
+    """What a message adds about ``shadowed`` names (nothing where there are none)."""
+    if not shadowed:
+        return ""
+    told = "; ".join(f"'{name}' is already {origin}, imported before the kernel: 'import {name}' never reaches "
+                     f"its neighbour in {folder}" for name, origin in sorted(shadowed.items()))
+    return f" ({told}; rename the neighbour)"
 
 
 def import_root(module) -> str:

@@ -80,3 +80,21 @@ def test_a_kernel_files_neighbours_are_imported_but_never_taken_for_the_suites_m
                         f"--accuracy-report={tmp_path / 'report'}")
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert (tmp_path / "report" / "ulp_histograms.png").is_file()
+
+
+@pytest.mark.parametrize("imports, said", [
+    ("import report", "imports report by a name its folder's own module has, and got another"),
+    ("from report import SCALE", "raised ImportError: cannot import name 'SCALE'"),
+], ids=["import", "from-import"])
+def test_a_kernel_files_neighbour_named_as_a_module_imported_before_it_is_named_in_the_refusal(tmp_path, imports, said):
+    """report.py beside a kernel: the kernel's 'import report' gets the suite's report package, imported before it,
+    and the kernel would fail, or run with the wrong module, for a reason the user cannot see."""
+    (tmp_path / "report.py").write_text("SCALE = 1.0\n")
+    stem = f"neighbour_report_kernel{'' if imports.startswith('import') else '_from'}"
+    (tmp_path / f"{stem}.py").write_text(f"import torch\n{imports}\n\n\ndef softmax(x, dim):\n"
+                                         "    return torch.softmax(x, dim)\n")
+    with pytest.raises(ValueError) as refused:
+        resolve(f"{tmp_path / stem}.py:softmax")
+    message = str(refused.value)
+    assert said in message, message
+    assert "'report' is already " in message and f"never reaches its neighbour in {tmp_path}" in message, message
