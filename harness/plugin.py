@@ -35,6 +35,9 @@ from .backend import CHOICES, Backend, BackendError, resolve_name, runtime
 from .invariance import Invariance
 
 NOTES = "notes"
+# Said of a kernel without a precision model: a run passing it says less (the example kernel's fp16 sum, its
+# planted bug, passes these bounds and fails its declared model's).
+LOOSEST = " (declares no precision: judged by the loosest known arithmetic's bounds, which a precision model tightens)"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -83,8 +86,10 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
 def pytest_report_header(config: pytest.Config) -> list[str]:
     import triton  # after the configure step: the backend must be active before triton loads
 
+    from specs.registry import unknown_profile
+
     run = session.session_of(config)
-    names = ", ".join(spec.name for spec in run.kernels)
+    names = ", ".join(spec.name + (LOOSEST if spec.precision is unknown_profile else "") for spec in run.kernels)
     limit = f"{run.call_timeout:g} s" if run.call_timeout else "none"
     return [
         f"softmax suite backend: {run.backend.describe()}",
