@@ -227,7 +227,18 @@ def verdict(rounds: list[dict], interrupted: signal.Signals | None) -> tuple[str
     failed = sum(bool(r["failed"] or r["error"]) for r in rounds)
     if failed:
         return "FAILED", f"{failed} of {len(rounds)} round(s) failed or erred"
-    return "PASSED", f"{len(rounds)} round(s), nothing failed or erred"
+    return "PASSED", f"{len(rounds)} round(s), nothing failed or erred{fewest_examples(rounds)}"
+
+
+def fewest_examples(rounds: list[dict]) -> str:
+    """How thin the search went: the fewest examples a Hypothesis test ran in a round (a time box that ends a slow
+    kernel's tests after an example or two still passes, and says so here)."""
+    ran = [(count, test, r["round"]) for r in rounds for test, count in r.get("examples_per_test", {}).items()
+           if count]
+    if not ran:
+        return ""
+    count, test, number = min(ran)
+    return f"; the fewest examples a test ran in a round: {count} ({test}, round {number})"
 
 
 def write_summary(out: Path, rounds: list[dict], examples_dir: Path, pytest_args: list[str],

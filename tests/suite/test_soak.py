@@ -94,6 +94,9 @@ def test_the_driver_runs_rounds_and_writes_what_ran(tmp_path):
     assert 1 <= first["examples_per_test"][f"{SCENARIO}::test_slow_examples"] < 250  # ended by its share
     assert time.time() - started < 120
     assert f"| 1 | {first['seed']} |" in (tmp_path / "soak.md").read_text()
+    fewest = min(count for r in summary["rounds"] for count in r["examples_per_test"].values() if count)
+    assert f"nothing failed or erred; the fewest examples a test ran in a round: {fewest} (" in \
+        (tmp_path / "soak.md").read_text()
 
 
 def test_the_driver_fails_and_says_how_to_replay_a_failure(tmp_path):
