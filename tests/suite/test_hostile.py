@@ -280,3 +280,13 @@ def test_a_call_that_finds_the_arithmetic_flushing_fails_turns_it_off_and_the_ne
         kernel.softmax(torch.randn(2, 8), 1)
     assert flushing() is None
     assert kernel.softmax(torch.tensor([[0.0, -100.0]]), 1)[0, 1] > 0  # e^-100, a subnormal, not flushed
+
+
+def test_a_kernel_off_its_callers_stream_reads_its_input_unwritten_and_fails(backend):
+    """CUDA: off_stream works on the default stream whatever the caller's, and is judged wrong there; torch, on
+    the caller's stream, right."""
+    from specs.registry import resolve
+    from tests.kernel.test_streams import judged_on_a_busy_stream
+
+    assert judged_on_a_busy_stream(resolve("torch"), backend).ok
+    assert not judged_on_a_busy_stream(resolve(f"{HOSTILE}off_stream:softmax"), backend).ok
