@@ -16,6 +16,8 @@ with itself.  :func:`guarded` wraps a kernel's callables so that each call
   the allocator is no alarm);
 * leaves this thread's floating-point mode as it found it, subnormal numbers
   kept (``harness/subnormals.py``: the suite's own arithmetic shares it);
+* leaves torch's softmax functions torch's own (``harness/torch_functions.py``:
+  the suite's torch control and every verdict's torch call them);
 * returns within the watchdog's limit (:class:`Watchdog`).
 
 A broken rule fails the test with :class:`ContractBroken`, naming the call.
@@ -44,6 +46,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from . import torch_functions
 from .subnormals import flushing, restore
 
 if TYPE_CHECKING:  # this module is imported before the backend is chosen, so before any kernel (and triton)
@@ -346,6 +349,7 @@ class Guard:
             raise
         self._check_inputs(call, inputs, before)
         self._check_subnormals(call)
+        self._check_torch_functions(call)
         problem = self._output_problem(y, work, inputs)
         if problem:
             raise ContractBroken(f"{describe_call(call)}: the kernel {problem}", call["replay"])
@@ -376,6 +380,15 @@ class Guard:
                                  f"loaded); the suite's own arithmetic would then read subnormal values as zeros. "
                                  f"A kernel must leave the floating-point mode as it found it; {undo_flushing()}",
                                  call["replay"])
+
+    @staticmethod
+    def _check_torch_functions(call: dict) -> None:
+        changed = torch_functions.replaced()
+        if changed:
+            torch_functions.restore()
+            raise ContractBroken(f"{describe_call(call)}: the call replaced {', '.join(changed)}: the suite's torch "
+                                 "control and the torch of every verdict would be the replacement; the suite put "
+                                 "torch's back (harness/torch_functions.py)", call["replay"])
 
     def _output_problem(self, y, work: torch.Tensor, inputs: list) -> str | None:
         if not isinstance(y, torch.Tensor):

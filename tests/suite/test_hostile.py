@@ -26,8 +26,10 @@ QUICK = ("--device", "cpu", "--hypothesis-profile", "mutation", "--self-tests")
 BATCH_TESTS = ("tests/kernel/test_accuracy.py", "tests/kernel/test_statistical_bias.py", "tests/kernel/test_refusals.py", "tests/kernel/test_metamorphic.py",
                "-k", "test_output_within and -softmax- and float32 or mean_signed or refused_exactly or unit_interval or "
                      "determinism or shift_invariance")
-# The kernel that leaves the arithmetic flushing goes first: every other kernel is judged after its calls.
-BATCH_KERNELS = ("flushing:flushes_on_call", "flushing:keeps_watch", "in_place:zeroes_input",
+# The kernels that leave the arithmetic flushing, or torch.softmax replaced, go first: every other kernel is
+# judged after their calls.
+BATCH_KERNELS = ("flushing:flushes_on_call", "torch_functions:replaces_on_call", "flushing:keeps_watch",
+                 "in_place:zeroes_input",
                  "in_place:transposes_input", "in_place:writes_result_into_input", "in_place:declared_in_place",
                  "cached_output:noisy", "cached_output:noisy_cached", "out_of_capabilities:zeros_outside",
                  "misbehaving:raises")
@@ -111,6 +113,23 @@ def test_a_kernel_that_leaves_the_arithmetic_flushing_subnormals_fails_and_the_n
                in said and "the suite turned it off again" in said for said in failed.values()), failed
     assert failures_of(batch, "flushing:keeps_watch") == {}
     assert len(batch["verdicts"]["flushing:keeps_watch"]) >= 5
+
+
+def test_a_kernel_that_replaces_torchs_softmax_fails_and_the_next_kernels_are_judged_with_torchs(batch):
+    """Left replaced, torch.softmax would raise in every later verdict's torch call and in the torch control: the
+    kernels judged after it in the same process would all fail."""
+    failed = failures_of(batch, "torch_functions:replaces_on_call")
+    assert "test_output_within_derived_bound" in failed, failed
+    assert all("the call replaced torch.softmax" in said and "the suite put torch's back" in said
+               for said in failed.values()), failed
+    assert failures_of(batch, "flushing:keeps_watch") == {}
+
+
+def test_a_kernel_whose_import_replaces_torchs_softmax_is_refused_before_any_test(run_pytest):
+    result = run_pytest(*FP32_ACCURACY, *QUICK, "--kernel", f"{HOSTILE}replaces_on_import:softmax")
+    assert result.returncode == pytest.ExitCode.USAGE_ERROR, result.stdout[-2000:] + result.stderr[-2000:]
+    assert (f"importing the kernels ({HOSTILE}replaces_on_import:softmax) replaced torch.nn.functional.softmax"
+            in result.stderr), result.stderr[-2000:]
 
 
 def test_a_flushing_mode_is_told_in_words_and_turned_off():
