@@ -94,10 +94,19 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     return [
         f"softmax suite backend: {run.backend.describe()}",
         f"kernels: {names}",
-        f"draws: {run.draws.describe()}; kernel call watchdog: {limit}",
+        f"draws: {run.draws.describe()}; {caps_said(run.backend.name)}; kernel call watchdog: {limit}",
         f"torch {torch.__version__}, triton {triton.__version__}, hypothesis {hypothesis.__version__}, "
         f"mpmath {mpmath.__version__} ({mpmath.libmp.BACKEND} backend), numpy {numpy.__version__}",
     ]
+
+
+def caps_said(backend: str) -> str:
+    """The size caps of the drawn inputs, said: a code path a kernel takes only on longer rows is not judged
+    (a declared path boundary past them is refused: ``harness/session.py``)."""
+    from .strategies import SIZE_CAPS
+
+    caps = SIZE_CAPS[backend]
+    return f"rows drawn up to {caps.max_row} elements, {caps.max_elements} an input"
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list) -> None:
