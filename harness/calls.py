@@ -320,6 +320,11 @@ class Guard:
             raise ContractBroken(f"{describe_call(call)}: before the call, this process's CPU arithmetic {mode}, "
                                  f"left by an earlier call or an import; {undo_flushing()}, and this call is not "
                                  "judged (harness/subnormals.py)", call["replay"])
+        left = torch_functions.replaced()
+        if left:  # a registration no one can undo, or a call the watchdog stopped before its checks
+            raise ContractBroken(f"{describe_call(call)}: before the call, {', '.join(left)} had been replaced, by an "
+                                 f"earlier call or an import; {torch_functions.restore()}, and this call is not judged "
+                                 "(harness/torch_functions.py)", call["replay"])
         work = working_copy(x) if spec.capabilities.in_place else x
         before = [(view_of(t), storage_bytes(t).clone()) for t in inputs]
         self.breadcrumbs.started(call)
@@ -385,10 +390,9 @@ class Guard:
     def _check_torch_functions(call: dict) -> None:
         changed = torch_functions.replaced()
         if changed:
-            torch_functions.restore()
             raise ContractBroken(f"{describe_call(call)}: the call replaced {', '.join(changed)}: the suite's torch "
-                                 "control and the torch of every verdict would be the replacement; the suite put "
-                                 "torch's back (harness/torch_functions.py)", call["replay"])
+                                 "control and the torch of every verdict would be the replacement; "
+                                 f"{torch_functions.restore()} (harness/torch_functions.py)", call["replay"])
 
     def _output_problem(self, y, work: torch.Tensor, inputs: list) -> str | None:
         if not isinstance(y, torch.Tensor):

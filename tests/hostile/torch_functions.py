@@ -4,8 +4,10 @@
   the functions it speeds up does this with its own): the suite's torch control, and the torch of every verdict,
   would then be the replacement.  Each call must fail for it, and the kernels judged after it in the same process
   must keep their verdicts, torch's own function put back.
-* ``replaces_on_import.py`` replaces ``torch.nn.functional.softmax`` when imported: a run naming it must
-  refuse to start (only ever named by ``--kernel``: importing it replaces the function for the whole process).
+* ``replaces_on_import.py`` replaces ``torch.nn.functional.softmax`` when imported, and
+  ``registers_on_import.py`` registers its own kernel for ATen's ``_softmax`` (as ``flag_gems.enable()`` does):
+  a run naming either must refuse to start (only ever named by ``--kernel``: importing them replaces torch's
+  softmax for the whole process).
 """
 
 import torch

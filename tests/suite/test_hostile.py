@@ -125,11 +125,15 @@ def test_a_kernel_that_replaces_torchs_softmax_fails_and_the_next_kernels_are_ju
     assert failures_of(batch, "flushing:keeps_watch") == {}
 
 
-def test_a_kernel_whose_import_replaces_torchs_softmax_is_refused_before_any_test(run_pytest):
-    result = run_pytest(*FP32_ACCURACY, *QUICK, "--kernel", f"{HOSTILE}replaces_on_import:softmax")
+@pytest.mark.parametrize("module, replaced", [("replaces_on_import", "torch.nn.functional.softmax"),
+                                               ("registers_on_import", "aten::_softmax on CPU, aten::_softmax on CUDA")])
+def test_a_kernel_whose_import_replaces_torchs_softmax_is_refused_before_any_test(run_pytest, module, replaced):
+    """In Python (torch.nn.functional.softmax = ...) or in torch's dispatcher (a kernel registered for ATen's
+    operator through torch.library, as flag_gems.enable() does)."""
+    result = run_pytest(*FP32_ACCURACY, *QUICK, "--kernel", f"{HOSTILE}{module}:softmax")
     assert result.returncode == pytest.ExitCode.USAGE_ERROR, result.stdout[-2000:] + result.stderr[-2000:]
-    assert (f"importing the kernels ({HOSTILE}replaces_on_import:softmax) replaced torch.nn.functional.softmax"
-            in result.stderr), result.stderr[-2000:]
+    assert f"importing the kernels ({HOSTILE}{module}:softmax) replaced {replaced}:" in result.stderr, \
+        result.stderr[-2000:]
 
 
 def test_a_flushing_mode_is_told_in_words_and_turned_off():
