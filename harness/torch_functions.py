@@ -33,9 +33,18 @@ def dispatch_kernels(operator: str) -> dict[str, str]:
     return {line.split(":", 1)[0]: line for line in lines if line.split(":", 1)[0] in KEYS}
 
 
-# torch's own, taken when the suite's plugins load, before any kernel is imported.
-ORIGINAL = {(owner, name): getattr(owner, name) for owner, name in WATCHED}
-DISPATCH = {operator: dispatch_kernels(operator) for operator in OPERATORS}
+# torch's own, as :func:`remember` found them.
+ORIGINAL: dict = {}
+DISPATCH: dict[str, dict[str, str]] = {}
+
+
+def remember() -> None:
+    """Take torch's softmax as it is now as torch's own: once the backend's library is loaded (torch_npu registers
+    its kernels for ATen's operators when imported), before any kernel is imported."""
+    ORIGINAL.clear()
+    ORIGINAL.update({(owner, name): getattr(owner, name) for owner, name in WATCHED})
+    DISPATCH.clear()
+    DISPATCH.update({operator: dispatch_kernels(operator) for operator in OPERATORS})
 
 
 def replaced() -> list[str]:

@@ -19,6 +19,7 @@ import torch
 
 VISIBLE = {"npu": "ASCEND_RT_VISIBLE_DEVICES", "cuda": "CUDA_VISIBLE_DEVICES"}
 RUNTIMES: dict[str, "FakeRuntime"] = {}  # the installed fakes, by device type
+NPU_LIBRARIES: list = []  # the fake torch_npu's registrations for ATen's operators
 
 
 class FakeRuntime:
@@ -33,6 +34,8 @@ class FakeRuntime:
 
     def _start(self) -> list[int]:
         if self.visible is None:
+            if self.kind == "npu":
+                register_npu_kernels()
             self.started_with = os.environ.get(VISIBLE[self.kind])
             listed = self.started_with.split(",") if self.started_with else range(self.physical)
             self.visible = [int(entry) for entry in listed]
@@ -62,6 +65,15 @@ class FakeRuntime:
     def physical_id(self) -> int:
         """The device this process uses, numbered as the machine numbers it."""
         return self._start()[self.current]
+
+
+def register_npu_kernels() -> None:
+    """What torch_npu does for ATen's operators: kernels of its own on the NPU's dispatch key (PrivateUse1), here
+    as the runtime starts, once the suite's plugins are loaded and before any kernel is imported; the suite must
+    take them for torch's own (harness/torch_functions.py)."""
+    library = torch.library.Library("aten", "IMPL")
+    library.impl("_softmax", lambda x, dim, half_to_float: torch.softmax(x.cpu(), dim).to(x.device), "PrivateUse1")
+    NPU_LIBRARIES.append(library)  # a registration lasts as long as its library object
 
 
 def install_npu(count: int) -> FakeRuntime:
