@@ -16,8 +16,9 @@ with itself.  :func:`guarded` wraps a kernel's callables so that each call
   the allocator is no alarm);
 * leaves this thread's floating-point mode as it found it, subnormal numbers
   kept (``harness/subnormals.py``: the suite's own arithmetic shares it);
-* leaves torch's softmax functions torch's own (``harness/torch_functions.py``:
-  the suite's torch control and every verdict's torch call them);
+* leaves torch as it found it: its softmax (the suite's torch control and
+  every verdict's torch call it) and its default dtype and device
+  (``harness/torch_state.py``);
 * returns within the watchdog's limit (:class:`Watchdog`).
 
 A broken rule fails the test with :class:`ContractBroken`, naming the call.
@@ -46,7 +47,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from . import torch_functions
+from . import torch_state
 from .subnormals import flushing, restore
 
 if TYPE_CHECKING:  # this module is imported before the backend is chosen, so before any kernel (and triton)
@@ -320,11 +321,11 @@ class Guard:
             raise ContractBroken(f"{describe_call(call)}: before the call, this process's CPU arithmetic {mode}, "
                                  f"left by an earlier call or an import; {undo_flushing()}, and this call is not "
                                  "judged (harness/subnormals.py)", call["replay"])
-        left = torch_functions.replaced()
+        left = torch_state.changed()
         if left:  # a registration no one can undo, or a call the watchdog stopped before its checks
-            raise ContractBroken(f"{describe_call(call)}: before the call, {', '.join(left)} had been replaced, by an "
-                                 f"earlier call or an import; {torch_functions.restore()}, and this call is not judged "
-                                 "(harness/torch_functions.py)", call["replay"])
+            raise ContractBroken(f"{describe_call(call)}: before the call, torch was changed ({', '.join(left)}) by an "
+                                 f"earlier call or an import; {torch_state.restore()}, and this call is not judged: "
+                                 f"{torch_state.WHY}", call["replay"])
         work = working_copy(x) if spec.capabilities.in_place else x
         before = [(view_of(t), storage_bytes(t).clone()) for t in inputs]
         self.breadcrumbs.started(call)
@@ -354,7 +355,7 @@ class Guard:
             raise
         self._check_inputs(call, inputs, before)
         self._check_subnormals(call)
-        self._check_torch_functions(call)
+        self._check_torch_state(call)
         problem = self._output_problem(y, work, inputs)
         if problem:
             raise ContractBroken(f"{describe_call(call)}: the kernel {problem}", call["replay"])
@@ -387,12 +388,12 @@ class Guard:
                                  call["replay"])
 
     @staticmethod
-    def _check_torch_functions(call: dict) -> None:
-        changed = torch_functions.replaced()
+    def _check_torch_state(call: dict) -> None:
+        changed = torch_state.changed()
         if changed:
-            raise ContractBroken(f"{describe_call(call)}: the call replaced {', '.join(changed)}: the suite's torch "
-                                 "control and the torch of every verdict would be the replacement; "
-                                 f"{torch_functions.restore()} (harness/torch_functions.py)", call["replay"])
+            raise ContractBroken(f"{describe_call(call)}: the call changed torch ({', '.join(changed)}); a kernel "
+                                 f"must leave torch as it found it: {torch_state.WHY}; {torch_state.restore()}",
+                                 call["replay"])
 
     def _output_problem(self, y, work: torch.Tensor, inputs: list) -> str | None:
         if not isinstance(y, torch.Tensor):

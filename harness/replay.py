@@ -242,9 +242,9 @@ def main(argv: list[str] | None = None) -> int:
     warnings.filterwarnings("ignore", category=RuntimeWarning, module="triton.runtime.interpreter")
     try:
         backend = activate(args.device)  # before the kernels import triton
-        from . import torch_functions
+        from . import torch_state
 
-        torch_functions.remember()  # torch's softmax before any kernel's import: the guard holds the kernel to it
+        torch_state.remember()  # torch's softmax before any kernel's import: the guard holds the kernel to it
         import specs
         from oracles.call import Call
         from specs.operations import OPERATIONS

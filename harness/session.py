@@ -54,7 +54,7 @@ import torch
 from hypothesis import settings
 from hypothesis.errors import InvalidArgument
 
-from . import hypothesis_internals, profiles, torch_functions
+from . import hypothesis_internals, profiles, torch_state
 from .backend import Backend, BackendError, activate
 from .subnormals import flushing
 
@@ -233,7 +233,7 @@ def kernels_under_test(config: pytest.Config, backend: Backend) -> list:
     """The KernelSpecs ``--kernel`` names (default: the registered kernels but the peers), each checked against the
     suite's size caps."""
     refuse_flushing("before any kernel was imported (set by the environment or a module loaded at start-up)")
-    torch_functions.remember()
+    torch_state.remember()
     import specs  # only now: the backend decides how @triton.jit decorates the kernels
 
     from .coverage import boundaries_beyond_caps
@@ -245,11 +245,10 @@ def kernels_under_test(config: pytest.Config, backend: Backend) -> list:
         raise pytest.UsageError(str(error)) from None
     refuse_flushing(f"once the kernels were imported ({', '.join(names) or 'the registered ones'}: a module or a "
                     "library it loads, built with -ffast-math, turned it on)")
-    if torch_functions.replaced():
-        raise pytest.UsageError(f"importing the kernels ({', '.join(names) or 'the registered ones'}) replaced "
-                                f"{', '.join(torch_functions.replaced())}: the suite's torch control, and the torch of "
-                                "every verdict, would be the replacement (harness/torch_functions.py); import the "
-                                "kernel without installing it in torch")
+    if torch_state.changed():
+        raise pytest.UsageError(f"importing the kernels ({', '.join(names) or 'the registered ones'}) changed torch "
+                                f"({', '.join(torch_state.changed())}): {torch_state.WHY}; import the kernel without "
+                                "changing torch")
     if "all" in names:  # every registered kernel, peers included (skipped where their library is absent)
         selected = specs.registered() + [spec for spec in selected if spec not in specs.registered()]
     selected = selected or [spec for spec in specs.registered() if spec.by_default]

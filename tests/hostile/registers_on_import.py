@@ -1,5 +1,5 @@
 """A right softmax whose module registers itself for ATen's softmax operator when imported, as
-``flag_gems.enable()`` does for the operators it speeds up (tests/hostile/torch_functions.py): every torch.softmax
+``flag_gems.enable()`` does for the operators it speeds up (tests/hostile/torch_state.py): every torch.softmax
 in the process then runs it, and a run naming it must refuse to start."""
 
 import torch

@@ -1,5 +1,5 @@
 """A right softmax whose module installs itself as torch.nn.functional.softmax when imported
-(tests/hostile/torch_functions.py): a run naming it must refuse to start."""
+(tests/hostile/torch_state.py): a run naming it must refuse to start."""
 
 import torch
 

@@ -26,9 +26,10 @@ QUICK = ("--device", "cpu", "--hypothesis-profile", "mutation", "--self-tests")
 BATCH_TESTS = ("tests/kernel/test_accuracy.py", "tests/kernel/test_statistical_bias.py", "tests/kernel/test_refusals.py", "tests/kernel/test_metamorphic.py",
                "-k", "test_output_within and -softmax- and float32 or mean_signed or refused_exactly or unit_interval or "
                      "determinism or shift_invariance")
-# The kernels that leave the arithmetic flushing, or torch.softmax replaced, go first: every other kernel is
-# judged after their calls.
-BATCH_KERNELS = ("flushing:flushes_on_call", "torch_functions:replaces_on_call", "flushing:keeps_watch",
+# The kernels that leave the arithmetic flushing, or torch changed, go first: every other kernel is judged after
+# their calls.
+BATCH_KERNELS = ("flushing:flushes_on_call", "torch_state:replaces_on_call", "torch_state:sets_default_dtype",
+                 "flushing:keeps_watch",
                  "in_place:zeroes_input",
                  "in_place:transposes_input", "in_place:writes_result_into_input", "in_place:declared_in_place",
                  "cached_output:noisy", "cached_output:noisy_cached", "out_of_capabilities:zeros_outside",
@@ -118,11 +119,18 @@ def test_a_kernel_that_leaves_the_arithmetic_flushing_subnormals_fails_and_the_n
 def test_a_kernel_that_replaces_torchs_softmax_fails_and_the_next_kernels_are_judged_with_torchs(batch):
     """Left replaced, torch.softmax would raise in every later verdict's torch call and in the torch control: the
     kernels judged after it in the same process would all fail."""
-    failed = failures_of(batch, "torch_functions:replaces_on_call")
+    failed = failures_of(batch, "torch_state:replaces_on_call")
     assert "test_output_within_derived_bound" in failed, failed
-    assert all("the call replaced torch.softmax" in said and "the suite put torch's back" in said
+    assert all("the call changed torch (torch.softmax)" in said and "the suite put torch's back" in said
                for said in failed.values()), failed
     assert failures_of(batch, "flushing:keeps_watch") == {}
+
+
+def test_a_kernel_that_leaves_torchs_default_dtype_changed_fails_for_it(batch):
+    failed = failures_of(batch, "torch_state:sets_default_dtype")
+    assert "test_output_within_derived_bound" in failed, failed
+    assert all("the call changed torch (torch's default dtype (torch.float32, now torch.float64))" in said
+               and "the suite put torch's back" in said for said in failed.values()), failed
 
 
 @pytest.mark.parametrize("module, replaced", [("replaces_on_import", "torch.nn.functional.softmax"),
@@ -132,7 +140,7 @@ def test_a_kernel_whose_import_replaces_torchs_softmax_is_refused_before_any_tes
     operator through torch.library, as flag_gems.enable() does)."""
     result = run_pytest(*FP32_ACCURACY, *QUICK, "--kernel", f"{HOSTILE}{module}:softmax")
     assert result.returncode == pytest.ExitCode.USAGE_ERROR, result.stdout[-2000:] + result.stderr[-2000:]
-    assert f"importing the kernels ({HOSTILE}{module}:softmax) replaced {replaced}:" in result.stderr, \
+    assert f"importing the kernels ({HOSTILE}{module}:softmax) changed torch ({replaced}):" in result.stderr, \
         result.stderr[-2000:]
 
 

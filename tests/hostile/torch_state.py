@@ -1,9 +1,11 @@
-"""Hostile kernels that replace torch's softmax functions, and are right otherwise.
+"""Hostile kernels that leave torch changed, and are right otherwise.
 
 * ``replaces_on_call`` installs, in each call, a ``torch.softmax`` that raises (a library installing itself in
   the functions it speeds up does this with its own): the suite's torch control, and the torch of every verdict,
   would then be the replacement.  Each call must fail for it, and the kernels judged after it in the same process
   must keep their verdicts, torch's own function put back.
+* ``sets_default_dtype`` leaves torch's default dtype float64: its callers' ``torch.tensor(1.0)`` would be float64
+  ever after.  Each call must fail for it, the default put back.
 * ``replaces_on_import.py`` replaces ``torch.nn.functional.softmax`` when imported, and
   ``registers_on_import.py`` registers its own kernel for ATen's ``_softmax`` (as ``flag_gems.enable()`` does):
   a run naming either must refuse to start (only ever named by ``--kernel``: importing them replaces torch's
@@ -26,4 +28,10 @@ def replaces_on_call(x: torch.Tensor, dim: int) -> torch.Tensor:
     return y
 
 
-replaces_on_call.capabilities = Capabilities(dtypes=frozenset({torch.float32}))
+def sets_default_dtype(x: torch.Tensor, dim: int) -> torch.Tensor:
+    sets_default_dtype.capabilities.check(x, dim)
+    torch.set_default_dtype(torch.float64)
+    return torch.softmax(x, dim)
+
+
+replaces_on_call.capabilities = sets_default_dtype.capabilities = Capabilities(dtypes=frozenset({torch.float32}))
