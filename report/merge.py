@@ -38,6 +38,7 @@ from . import artifacts, baseline, invariances
 from .summary import categorize
 
 REFUSED = 4  # pytest's exit status for a usage error
+NOTHING_TESTED = 5  # pytest's for a run that tested nothing: shards whose every test was skipped are no pass
 ALIKE = (("git_commit", "suite versions (git commit)"), ("draws", "draws fingerprints"),
          ("profile", "Hypothesis profiles"), ("backend", "backends"), ("versions", "library versions"))
 SHARD_KEYS = ("shard", "shard_tests", "shard_collection")  # a shard's own run metadata, not the merged run's
@@ -315,4 +316,4 @@ def main(out: Path, folders: list[Path], baseline_option: str | None = None, req
         print(f"accuracy report: wrote {file}")
     print(f"merged {len(reports)} shard(s) of {reports[0].shard.count}: {verdict}")
     failing = merged.failures or any(f.fails or require and f.verdict == "not gated" for f in findings)
-    return 1 if failing else 0
+    return 1 if failing else 0 if merged.passed else NOTHING_TESTED

@@ -181,6 +181,17 @@ def test_a_failed_test_in_any_shard_fails_the_merge(tmp_path, capsys):
     assert "merged 3 shard(s) of 3: FAILED: 5 test(s) passed, 1 failed" in out
 
 
+def test_shards_whose_every_test_was_skipped_merge_into_no_pass(tmp_path, capsys):
+    shards = three_shards(tmp_path)
+    for shard in shards:
+        document = json.loads((shard / "accuracy.json").read_text())
+        document["tests"] = dict.fromkeys(document["tests"], "skipped")
+        document["verdict"] = "NOTHING TESTED: 0 test(s) passed, 0 failed; accuracy gate: no baseline given"
+        (shard / "accuracy.json").write_text(json.dumps(document))
+    status, out = merged(tmp_path, shards, capsys)
+    assert status == pytest.ExitCode.NO_TESTS_COLLECTED and "merged 3 shard(s) of 3: NOTHING TESTED" in out, out
+
+
 def test_an_invariance_holds_in_the_merge_only_where_it_held_in_every_shard(tmp_path, capsys):
     def cell(held, test, counterexample=None):
         return {"promised": False, "held": held, "counterexample": counterexample, "tests": [test]}
