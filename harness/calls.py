@@ -17,8 +17,8 @@ with itself.  :func:`guarded` wraps a kernel's callables so that each call
 * leaves this thread's floating-point mode as it found it, subnormal numbers
   kept (``harness/subnormals.py``: the suite's own arithmetic shares it);
 * leaves torch as it found it: its softmax (the suite's torch control and
-  every verdict's torch call it) and its default dtype and device
-  (``harness/torch_state.py``);
+  every verdict's torch call it) and its global settings (default dtype and
+  device, autocast, modes entered: ``harness/torch_state.py``);
 * returns within the watchdog's limit (:class:`Watchdog`).
 
 A broken rule fails the test with :class:`ContractBroken`, naming the call.

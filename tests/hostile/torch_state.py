@@ -6,6 +6,9 @@
   must keep their verdicts, torch's own function put back.
 * ``sets_default_dtype`` leaves torch's default dtype float64: its callers' ``torch.tensor(1.0)`` would be float64
   ever after.  Each call must fail for it, the default put back.
+* ``enters_a_mode`` leaves a torch function mode entered that turns every later ``torch.softmax`` into zeros (a
+  profiling or tracing mode left on by an early return does as much to what it intercepts).  Each call must fail
+  for it, and the kernels after it, torch's own among them, keep their verdicts.
 * ``replaces_on_import.py`` replaces ``torch.nn.functional.softmax`` when imported, and
   ``registers_on_import.py`` registers its own kernel for ATen's ``_softmax`` (as ``flag_gems.enable()`` does):
   a run naming either must refuse to start (only ever named by ``--kernel``: importing them replaces torch's
@@ -13,6 +16,7 @@
 """
 
 import torch
+from torch.overrides import TorchFunctionMode
 
 from specs.registry import Capabilities
 
@@ -34,4 +38,20 @@ def sets_default_dtype(x: torch.Tensor, dim: int) -> torch.Tensor:
     return torch.softmax(x, dim)
 
 
-replaces_on_call.capabilities = sets_default_dtype.capabilities = Capabilities(dtypes=frozenset({torch.float32}))
+class Zeros(TorchFunctionMode):
+    """torch.softmax as zeros, every other torch function as it is."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        result = func(*args, **(kwargs or {}))
+        return torch.zeros_like(result) if func is torch.softmax else result
+
+
+def enters_a_mode(x: torch.Tensor, dim: int) -> torch.Tensor:
+    enters_a_mode.capabilities.check(x, dim)
+    y = torch.softmax(x, dim)
+    Zeros().__enter__()
+    return y
+
+
+replaces_on_call.capabilities = sets_default_dtype.capabilities = enters_a_mode.capabilities = Capabilities(
+    dtypes=frozenset({torch.float32}))

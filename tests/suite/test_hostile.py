@@ -29,7 +29,7 @@ BATCH_TESTS = ("tests/kernel/test_accuracy.py", "tests/kernel/test_statistical_b
 # The kernels that leave the arithmetic flushing, or torch changed, go first: every other kernel is judged after
 # their calls.
 BATCH_KERNELS = ("flushing:flushes_on_call", "torch_state:replaces_on_call", "torch_state:sets_default_dtype",
-                 "flushing:keeps_watch",
+                 "torch_state:enters_a_mode", "flushing:keeps_watch",
                  "in_place:zeroes_input",
                  "in_place:transposes_input", "in_place:writes_result_into_input", "in_place:declared_in_place",
                  "cached_output:noisy", "cached_output:noisy_cached", "out_of_capabilities:zeros_outside",
@@ -126,10 +126,20 @@ def test_a_kernel_that_replaces_torchs_softmax_fails_and_the_next_kernels_are_ju
     assert failures_of(batch, "flushing:keeps_watch") == {}
 
 
+def test_a_kernel_that_leaves_a_torch_function_mode_entered_fails_and_the_next_kernels_are_judged_without(batch):
+    """Left entered, the mode would turn the torch.softmax of every later kernel (keeps_watch's result is one) and of
+    every verdict's torch into zeros."""
+    failed = failures_of(batch, "torch_state:enters_a_mode")
+    assert "test_output_within_derived_bound" in failed, failed
+    assert all("the call changed torch (torch function modes entered (0, now 1))" in said
+               and "the suite put torch's back" in said for said in failed.values()), failed
+    assert failures_of(batch, "flushing:keeps_watch") == {}
+
+
 def test_a_kernel_that_leaves_torchs_default_dtype_changed_fails_for_it(batch):
     failed = failures_of(batch, "torch_state:sets_default_dtype")
     assert "test_output_within_derived_bound" in failed, failed
-    assert all("the call changed torch (torch's default dtype (torch.float32, now torch.float64))" in said
+    assert all("the call changed torch (default dtype (torch.float32, now torch.float64))" in said
                and "the suite put torch's back" in said for said in failed.values()), failed
 
 
