@@ -39,6 +39,7 @@ RECORDS = "records"
 EXPECTS = "softmax_expects_records"
 REPLAY = "softmax_replay"  # the report attribute holding a failure's replay command
 DEVICE = "softmax_device"  # the key of an xdist worker's output naming its device
+KERNEL = "softmax_kernel"  # the report attribute naming the kernel a test judges, if it judges one
 
 
 def is_controller(config: pytest.Config) -> bool:
@@ -127,6 +128,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     report = outcome.get_result()
     if report.when == "setup":
         setattr(report, EXPECTS, "accuracy_record" in getattr(item, "fixturenames", ()))
+    kernel = getattr(item, "callspec", None) and item.callspec.params.get("kernel")
+    if kernel is not None:
+        setattr(report, KERNEL, kernel.name)
     if report.failed and call.excinfo is not None:
         error = call.excinfo.value
         replay = replay_of(error)
@@ -195,6 +199,8 @@ class Gatherer:
         self.passed = 0
         self.interrupted = False
         self.nothing_tested = False  # every test it ran was skipped: no pass (exit status 5)
+        self.kernels_run: dict[str, int] = {}  # kernel -> its tests that ran (a report came), skipped ones included
+        self.kernels_judged: set[str] = set()  # kernels a test of which passed or failed
         self.in_progress: list[str] = []  # kernel calls running when the run was interrupted
         self.baseline_written: Path | None = None
         self.baseline_notes: list[str] = []
@@ -226,6 +232,12 @@ class Gatherer:
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         self.ran.add(baseline.source_id(report.nodeid))
+        kernel = getattr(report, KERNEL, None)
+        if kernel is not None:
+            if report.when == "setup":
+                self.kernels_run[kernel] = self.kernels_run.get(kernel, 0) + 1
+            if report.failed or report.when == "call" and report.passed:
+                self.kernels_judged.add(kernel)
         if report.when == "setup" and getattr(report, EXPECTS, False):
             self.expected.add(report.nodeid)
         self.invariance_entries.extend(payload.of(report, invariance.INVARIANCE))
@@ -276,6 +288,8 @@ class Gatherer:
                     and session.exitstatus == pytest.ExitCode.OK:
                 session.exitstatus = pytest.ExitCode.TESTS_FAILED
         self.nothing_tested = self.tested_nothing(session)
+        if self.named_but_unjudged() and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.NO_TESTS_COLLECTED  # as below, for the kernel named
         if self.nothing_tested:
             # Every selected test skipped (a kernel declaring none of this device, a subset of what it does not
             # handle): pytest's 0 would read as a pass, although nothing was judged.  Its status for a run that
@@ -293,6 +307,13 @@ class Gatherer:
         """Whether the run would pass with no test passed nor failed: every one it ran was skipped."""
         return (session.exitstatus == pytest.ExitCode.OK and not self.passed and not self.failures
                 and not self.config.getoption("collectonly"))
+
+    def named_but_unjudged(self) -> dict[str, int]:
+        """The kernels named by ``--kernel`` whose every test that ran was skipped, with how many ran: a run passing
+        on the others (torch as a control beside one's kernel) said nothing of them."""
+        named = set(self.config.getoption("kernel")) - {"all"}
+        return {kernel: count for kernel, count in self.kernels_run.items()
+                if kernel in named and kernel not in self.kernels_judged}
 
     def judge(self, metadata: dict, held: dict) -> None:
         self.findings, self.unjudged = baseline.judge(self.reference, self.categories, held, self.ran, metadata)
@@ -341,6 +362,9 @@ class Gatherer:
         if self.nothing_tested:
             terminalreporter.write_sep("-", "NOTHING TESTED: every selected test was skipped (their reasons: below); "
                                        "nothing judged, so no pass: exit status 5", red=True)
+        for kernel, count in sorted(self.named_but_unjudged().items() if not self.nothing_tested else ()):
+            terminalreporter.write_sep("-", f"NOTHING TESTED of {kernel}: all {count} of its tests were skipped "
+                                       "(their reasons: below); the run is no pass for it: exit status 5", red=True)
         if self.interrupted:
             terminalreporter.write_sep("-", "INTERRUPTED: the run did not finish; no verdict", red=True)
             for call in self.in_progress:
