@@ -197,12 +197,14 @@ def run_round(number: int, args: argparse.Namespace, pytest_args: list[str], dea
 
 def round_problems(code: int, counts: dict, log: Path) -> list[str]:
     """What made a round err beyond its tests' own failures and errors (each counts as an error of the round)."""
-    if code not in (0, 1, 5):  # 1: tests failed (counted); 5: no test ran (below); others: the run broke
+    if code not in (0, 1, 5):  # 1: tests failed (counted); 5: no test ran, or a kernel none judged (below)
         return [f"broke: pytest ended with exit status {code}; see {log}"]
     if not (counts["passed"] or counts["failed"] or counts["error"]):
         why = f"all {counts['skipped']} of its tests were skipped" if counts["skipped"] else \
             f"pytest ran no test (exit status {code})"
         return [f"tested nothing: {why}; see {log}"]
+    if code == 5:
+        return [f"tested nothing of a kernel it named: every test of it was skipped (NOTHING TESTED of it in {log})"]
     return []
 
 

@@ -155,6 +155,18 @@ def test_a_round_that_tested_nothing_fails(tmp_path, selected, why):
     assert f"round 1 tested nothing: {why}" in (tmp_path / "soak.md").read_text()
 
 
+def test_a_round_that_tested_nothing_of_a_kernel_it_named_fails(tmp_path):
+    """torch passing beside a kernel whose every test was skipped (it declares no log_softmax)."""
+    tests = ["tests/kernel/test_accuracy.py", "-k", "test_output_within_derived_bound and log_softmax and float32",
+             "--kernel", "examples/my_kernels.py:softmax", "--kernel", "torch"]
+    result = subprocess.run(soak_command(tmp_path, "--minutes", "0.2", tests=tests), cwd=ROOT, env=driver_env(),
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 1, result.stdout + result.stderr
+    first = json.loads((tmp_path / "soak.json").read_text())["rounds"][0]
+    assert first["passed"] == 1 and first["error"] == 1, first
+    assert "round 1 tested nothing of a kernel it named" in (tmp_path / "soak.md").read_text()
+
+
 def start_stalling_soak(tmp_path, *options, workers=0, constants=None, **env):
     """A soak into tmp_path/soak whose round stalls in tests/scenarios/soak_stalled.py's test_stalls: the driver,
     and the process running that test (the round's pytest, or its xdist worker) once it stalls."""
