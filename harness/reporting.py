@@ -288,12 +288,10 @@ class Gatherer:
                     and session.exitstatus == pytest.ExitCode.OK:
                 session.exitstatus = pytest.ExitCode.TESTS_FAILED
         self.nothing_tested = self.tested_nothing(session)
-        if self.named_but_unjudged() and session.exitstatus == pytest.ExitCode.OK:
-            session.exitstatus = pytest.ExitCode.NO_TESTS_COLLECTED  # as below, for the kernel named
-        if self.nothing_tested:
+        if session.exitstatus == pytest.ExitCode.OK and (self.nothing_tested or self.named_but_unjudged()):
             # Every selected test skipped (a kernel declaring none of this device, a subset of what it does not
-            # handle): pytest's 0 would read as a pass, although nothing was judged.  Its status for a run that
-            # tested nothing, as the report's verdict says.
+            # handle), or every test of a kernel named: pytest's 0 would read as a pass, although nothing of it was
+            # judged.  Its status for a run that tested nothing, as the report's verdict says.
             session.exitstatus = pytest.ExitCode.NO_TESTS_COLLECTED
         if run.report is not None:
             gate = baseline.table(self.findings, only_failures=False)
@@ -362,9 +360,11 @@ class Gatherer:
         if self.nothing_tested:
             terminalreporter.write_sep("-", "NOTHING TESTED: every selected test was skipped (their reasons: below); "
                                        "nothing judged, so no pass: exit status 5", red=True)
-        for kernel, count in sorted(self.named_but_unjudged().items() if not self.nothing_tested else ()):
-            terminalreporter.write_sep("-", f"NOTHING TESTED of {kernel}: all {count} of its tests were skipped "
-                                       "(their reasons: below); the run is no pass for it: exit status 5", red=True)
+        else:
+            for kernel, count in sorted(self.named_but_unjudged().items()):
+                terminalreporter.write_sep("-", f"NOTHING TESTED of {kernel}: all {count} of its tests were skipped "
+                                           "(their reasons: below); the run is no pass for it: exit status 5",
+                                           red=True)
         if self.interrupted:
             terminalreporter.write_sep("-", "INTERRUPTED: the run did not finish; no verdict", red=True)
             for call in self.in_progress:

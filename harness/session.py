@@ -245,10 +245,10 @@ def kernels_under_test(config: pytest.Config, backend: Backend) -> list:
         raise pytest.UsageError(str(error)) from None
     refuse_flushing(f"once the kernels were imported ({', '.join(names) or 'the registered ones'}: a module or a "
                     "library it loads, built with -ffast-math, turned it on)")
-    if torch_state.changed():
+    changed = torch_state.changed()
+    if changed:
         raise pytest.UsageError(f"importing the kernels ({', '.join(names) or 'the registered ones'}) changed torch "
-                                f"({', '.join(torch_state.changed())}): {torch_state.WHY}; import the kernel without "
-                                "changing torch")
+                                f"({', '.join(changed)}): {torch_state.WHY}; import the kernel without changing torch")
     if "all" in names:  # every registered kernel, peers included (skipped where their library is absent)
         selected = specs.registered() + [spec for spec in selected if spec not in specs.registered()]
     selected = selected or [spec for spec in specs.registered() if spec.by_default]
