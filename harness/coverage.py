@@ -9,6 +9,14 @@ and row length.  (The five-way product, some 10^4 cells per kernel and test,
 would cost more than the whole gate; these faces hold every combination of a
 class with dtype and row length, where kernels change code path.)
 
+The placement axis (:mod:`harness.seams`) has its own rows: a seam cell joins a
+dtype, a tile (every declared code-path boundary, where rows go past the row cap,
+and the powers of two kernels tile by, within it) and a placement of special
+values at that tile's seams, wherever the placement's row fits.  The sweep
+draws each placement with ordinary logits or with logits far below zero (exp
+underflows beside the -inf runs), in turn from tile to tile.  Declaring a
+boundary only adds cells.
+
 A cell is *allowed* when the kernel's capabilities and the backend's size caps
 admit an input in it.  :func:`sweep` gives, per dtype and row-length cell, one
 case per class of the longest class axis, each also taking a class of the two
@@ -22,7 +30,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pytest
@@ -32,14 +40,24 @@ from oracles.formats import format_of
 from specs.registry import Capabilities
 
 from . import payload
-from .strategies import (FINITE, LAYOUT_CLASSES, NO_SPECIALS, SIZE_CAPS, SPECIAL_CLASSES, VALUE_CLASSES, Case, Mask,
-                         SizeCaps, Specials, interesting_lengths, layout_of_kind, longest_row, usable_dtypes)
+from .seams import PLACEMENTS, Seam, variants
+from .strategies import (ALL_KEPT, FINITE, LAYOUT_CLASSES, NO_SPECIALS, SIZE_CAPS, SPECIAL_CLASSES, VALUE_CLASSES, Case,
+                         Mask, SizeCaps, Specials, Values, interesting_lengths, layout_of_kind, longest_row,
+                         longest_seam_row, seam_rows, usable_dtypes)
 
 BANDS = ((1, 1), (2, 16), (17, 256), (257, 1024), (1025, 4096), (4097, math.inf))
 # Each special-value class with the recipe that places it alone.
 SPECIAL_RECIPES = {FINITE: NO_SPECIALS, **{c.name: Specials(**{c.field: c.share}) for c in SPECIAL_CLASSES}}
 COVERAGE = "coverage"  # the payload kind
 SWEEP_ELEMENTS = 2048  # a sweep case's size, past two rows: cells, not bulk, are what it is for
+SEAMS = "seams"  # the placement axis
+# The logits a seam is drawn with: ordinary ones, and ones far below zero whose exp underflows (a running max
+# clamped to 0 after a -inf tile then sums zeros: flash-attention issue 2082).
+SEAM_VALUES = (Values("normal", 4.0), Values("far-below", 1e4))
+
+
+def tile_label(tile: int) -> str:
+    return f"tile {tile}"
 
 
 def band_label(lo: int, hi: float) -> str:
@@ -67,12 +85,16 @@ def special_classes(x: torch.Tensor, dim: int, specials: Specials) -> set[str]:
 
 
 def cells_of(case: Case, x: torch.Tensor, boundaries) -> set[tuple[str, str, str, str]]:
-    """The cells (dtype, row-length cell, axis, class) an input drew."""
+    """The cells (dtype, row-length cell, axis, class) an input drew; a seam's as (dtype, tile, "seams", placement)."""
     dtype = str(format_of(case.dtype))
     classes = {("values", case.values.kind), ("layouts", case.layout_kind)}
     classes |= {("specials", name) for name in special_classes(x, case.dim, case.specials)}
-    return {(dtype, length, axis, name) for length in length_cells(case.row_length, boundaries)
-            for axis, name in classes}
+    cells = {(dtype, length, axis, name) for length in length_cells(case.row_length, boundaries)
+             for axis, name in classes}
+    seam = case.seam_placed
+    if seam is not None and case.row_length >= seam.row_length:
+        cells.add((dtype, tile_label(seam.tile), SEAMS, seam.placement))
+    return cells
 
 
 @dataclass(frozen=True)
@@ -81,10 +103,12 @@ class Space:
 
     lengths: dict  # dtype label -> its allowed row-length cells
     classes: dict  # axis -> its allowed classes
+    seams: dict = field(default_factory=dict)  # dtype label -> its allowed [tile label, placement] pairs
 
     def cells(self) -> set[tuple[str, str, str, str]]:
-        return {(dtype, length, axis, name) for dtype, lengths in self.lengths.items() for length in lengths
-                for axis, names in self.classes.items() for name in names}
+        cells = {(dtype, length, axis, name) for dtype, lengths in self.lengths.items() for length in lengths
+                 for axis, names in self.classes.items() for name in names}
+        return cells | {(dtype, tile, SEAMS, name) for dtype, pairs in self.seams.items() for tile, name in pairs}
 
 
 class Drawn:
@@ -105,7 +129,7 @@ class Drawn:
         """Send the counts to the end of the run (they ride on the test's report, across xdist)."""
         payload.add(item, COVERAGE, {
             "kernel": self.kernel.name, "backend": self.backend, "op": self.op,
-            "lengths": self.allowed.lengths, "classes": self.allowed.classes,
+            "lengths": self.allowed.lengths, "classes": self.allowed.classes, "seams": self.allowed.seams,
             "counts": [[*cell, n] for cell, n in sorted(self.counts.items())]})
 
 
@@ -121,32 +145,62 @@ def space(capabilities: Capabilities, backend: str, dtypes, *, specials: bool = 
     lengths = {}
     for dtype in usable_dtypes(capabilities, dtypes):
         top = longest_row(capabilities, backend, dtype, caps)
-        cells = [band_label(lo, hi) for lo, hi in BANDS if lo <= top] + [c for c, m in beside(boundaries) if m <= top]
+        # Each side of a boundary is drawn past the row cap, as far as a seam's row (:func:`longest_seam_row`).
+        beyond = longest_seam_row(capabilities, backend, dtype, caps)
+        cells = [band_label(lo, hi) for lo, hi in BANDS if lo <= top] + [c for c, m in beside(boundaries) if m <= beyond]
         lengths[str(format_of(dtype))] = tuple(cells)
     unit = capabilities.unit_row_stride
     layouts = tuple(k for k in LAYOUT_CLASSES if not (k == "expanded" and capabilities.in_place)  # nowhere to write
                     and any(layout_of_kind(k, r, d, unit_row_stride=unit) for r, d in ranks_and_dims(capabilities)))
     classes = {"values": tuple(VALUE_CLASSES), "layouts": layouts,
                "specials": tuple(SPECIAL_RECIPES) if specials else (FINITE,)}
-    return Space(lengths, classes)
+    seams = {str(format_of(dtype)): [[tile_label(seam.tile), seam.placement] for seam, _, _ in seam_cases]
+             for dtype in usable_dtypes(capabilities, dtypes)
+             if (seam_cases := seam_shapes(capabilities, backend, dtype, caps))} if specials else {}
+    return Space(lengths, classes, seams)
+
+
+def seam_shapes(capabilities: Capabilities, backend: str, dtype, caps: SizeCaps) -> list[tuple[Seam, tuple, int]]:
+    """Every seam the kernel's rows can hold in ``dtype`` (:func:`seam_rows`), with the shape and dim the sweep
+    draws it in: rows of the placement's length, as many as show its variants and the size caps allow, at rank 2
+    over the last dim where the kernel takes it."""
+    pairs = ranks_and_dims(capabilities)
+    rank, dim = (2, 1) if (2, 1) in pairs else pairs[0]
+    found = []
+    for tile, longest in seam_rows(capabilities, backend, dtype, caps).items():
+        for name, p in PLACEMENTS.items():
+            n = p.length(tile)
+            if n > longest:
+                continue
+            room = caps.elements(dtype) if capabilities.max_offset is None else min(caps.elements(dtype),
+                                                                                   capabilities.max_offset + 1)
+            rows = max(min(variants(p), room // n), 1)
+            shape = [1] * rank
+            shape[dim] = n
+            if rank > 1:
+                shape[0 if dim else 1] = rows
+            found.append((Seam(name, tile), tuple(shape), dim))
+    return found
 
 
 def boundaries_beyond_caps(capabilities: Capabilities, backend: str, caps: SizeCaps | None = None) -> list[int]:
-    """Declared path boundaries whose far side (b + 1) the backend's size caps never draw, within the row limit."""
+    """Declared path boundaries whose far side (b + 1) the backend's size caps never draw (past the elements of one
+    fp32 example: :func:`longest_seam_row`), within the row limit."""
     caps = caps or SIZE_CAPS[backend]
     limit = capabilities.row_limit(backend)
+    longest = longest_seam_row(capabilities, backend, torch.float32, caps)
     return [b for b in capabilities.path_boundaries.get(backend, ())
-            if b + 1 > caps.max_row and (limit is None or b + 1 <= limit)]
+            if b + 1 > longest and (limit is None or b + 1 <= limit)]
 
 
 def length_groups(cells, top: int, boundaries) -> list:
-    """Row-length choosers ``k -> n`` whose rows cover ``cells``: one beside each boundary (which also covers
-    its band), then one per band left, cycling through the band's interesting lengths."""
+    """Row-length choosers ``k -> n`` whose rows cover ``cells``: one beside each boundary, then one per band,
+    cycling through the band's interesting lengths (a declared boundary adds its group and takes none away)."""
     groups, uncovered = [], set(cells)
     for cell, m in beside(boundaries):
         if cell in uncovered:
             groups.append(lambda k, m=m: m)
-            uncovered -= set(length_cells(m, boundaries))
+            uncovered.discard(cell)
     for lo, hi in BANDS:
         if band_label(lo, hi) in uncovered:
             choices = [n for n in interesting_lengths(int(min(hi, top)), tuple(boundaries)) if n >= lo]
@@ -200,6 +254,25 @@ def sweep(capabilities: Capabilities, backend: str, dtypes, *, masked: bool = Fa
                             variants[(i + j) % len(variants)], layout, SPECIAL_RECIPES[special],
                             Mask() if masked else None, seed=10_000 + 1_000 * i + 100 * j + k)
                 cases.append(_showing(case, special))
+    return cases + seam_sweep(capabilities, backend, dtypes, masked=masked, size=caps) if specials else cases
+
+
+def seam_sweep(capabilities: Capabilities, backend: str, dtypes, *, masked: bool = False,
+               size: SizeCaps | None = None) -> list[Case]:
+    """Cases that draw every allowed seam cell: each placement at each tile, contiguous, in the logits (for masked
+    softmax, a structure as the mask and the others in logits all kept), with SEAM_VALUES in turn (a placement
+    takes the other at the next tile)."""
+    caps = size or SIZE_CAPS[backend]
+    cases = []
+    for i, dtype in enumerate(usable_dtypes(capabilities, dtypes)):
+        for k, (seam, shape, dim) in enumerate(seam_shapes(capabilities, backend, dtype, caps)):
+            value = SEAM_VALUES[(i + k + seam.tile.bit_length()) % len(SEAM_VALUES)]
+            case = Case(shape, dim, dtype, value, seed=20_000 + 1_000 * i + k, seam=seam)
+            if masked:
+                structured = PLACEMENTS[seam.placement].structure
+                mask = replace(ALL_KEPT, structure=seam) if structured else ALL_KEPT
+                case = replace(case, mask=mask, seam=None if structured else seam)
+            cases.append(case)
     return cases
 
 
@@ -214,7 +287,26 @@ def render(title: str, allowed: Space, counts: dict) -> list[str]:
     widths = [max(len(r[c]) for r in [head] + rows) for c in range(len(head))]
     line = lambda cells: "  ".join(cell.rjust(w) if c > 1 else cell.ljust(w) for c, (cell, w) in enumerate(zip(cells, widths)))
     groups = "  ".join(f"{axis}: {len(names)}" for axis, names in allowed.classes.items())
-    return [f"{title} ({groups} classes)", line(head)] + [line(r) for r in rows]
+    return [f"{title} ({groups} classes)", line(head)] + [line(r) for r in rows] + render_seams(allowed, counts)
+
+
+def render_seams(allowed: Space, counts: dict) -> list[str]:
+    """The placement axis as text: a row per dtype and tile, a column per placement (numbered, named below); '.'
+    an empty allowed cell, ' ' a placement whose row does not fit the kernel at that tile."""
+    names = list(dict.fromkeys(name for pairs in allowed.seams.values() for _, name in pairs))
+    if not names:
+        return []
+    head = ["dtype", "tile"] + [str(i + 1) for i in range(len(names))]
+    rows = []
+    for dtype, pairs in allowed.seams.items():
+        cells = {tuple(pair) for pair in pairs}
+        for tile in dict.fromkeys(tile for tile, _ in pairs):
+            rows.append([dtype, tile.removeprefix("tile ")] + [
+                str(counts.get((dtype, tile, SEAMS, name), ".")) if (tile, name) in cells else "" for name in names])
+    widths = [max(len(r[c]) for r in [head] + rows) for c in range(len(head))]
+    line = lambda cells: "  ".join(cell.rjust(w) if c > 1 else cell.ljust(w) for c, (cell, w) in enumerate(zip(cells, widths)))
+    legend = "; ".join(f"{i + 1} {name}" for i, name in enumerate(names))
+    return [f"seams ({len(names)} placements: {legend})", line(head)] + [line(r) for r in rows]
 
 
 def merged(entries: list[dict]) -> list[dict]:
@@ -223,13 +315,16 @@ def merged(entries: list[dict]) -> list[dict]:
     joined: dict = {}
     for e in entries:
         into = joined.setdefault((e["kernel"], e["backend"], e["op"]),
-                                 {**e, "lengths": {}, "classes": {axis: [] for axis in e["classes"]}, "counts": Counter()})
+                                 {**e, "lengths": {}, "classes": {axis: [] for axis in e["classes"]}, "seams": {},
+                                  "counts": Counter()})
         into["lengths"].update(e["lengths"])
+        into["seams"].update(e.get("seams", {}))
         for axis, names in e["classes"].items():
             into["classes"][axis] += [name for name in names if name not in into["classes"][axis]]
         for *cell, n in e["counts"]:
             into["counts"][tuple(cell)] += n
-    return [{**e, "lengths": dict(sorted(e["lengths"].items()))} for _, e in sorted(joined.items())]
+    return [{**e, "lengths": dict(sorted(e["lengths"].items())), "seams": dict(sorted(e["seams"].items()))}
+            for _, e in sorted(joined.items())]
 
 
 def write_matrices(terminalreporter) -> None:
@@ -241,7 +336,7 @@ def write_matrices(terminalreporter) -> None:
         return
     terminalreporter.write_sep("-", "coverage of the accuracy tests (drawn inputs per cell of the input space)")
     for e in merged(entries):
-        allowed, counts = Space(e["lengths"], e["classes"]), e["counts"]
+        allowed, counts = Space(e["lengths"], e["classes"], e["seams"]), e["counts"]
         cells = allowed.cells()
         title = (f"{e['kernel']} {e['op']} on {e['backend']}: {len(cells & set(counts))} of "
                  f"{len(cells)} allowed cells drawn")

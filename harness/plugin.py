@@ -106,7 +106,8 @@ def caps_said(backend: str) -> str:
     from .strategies import SIZE_CAPS
 
     caps = SIZE_CAPS[backend]
-    return f"rows drawn up to {caps.max_row} elements, {caps.max_elements} an input"
+    return (f"rows drawn up to {caps.max_row} elements ({caps.max_elements} for seams and the sides of declared "
+            f"boundaries), {caps.max_elements} an input")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list) -> None:

@@ -29,7 +29,7 @@ from dataclasses import dataclass, fields
 
 from .backend import CHOICES, BackendError, activate
 
-RECIPES = ("Case", "Values", "Layout", "Specials", "Mask")
+RECIPES = ("Case", "Values", "Layout", "Specials", "Mask", "Seam")
 PREFIX = "replay in one step: "  # how a failure introduces the command; the reports find it by this
 NOT_A_CASE = "CASE: not a Case(...) as a failure prints it"
 LITERAL_TYPES = (int, float, str, bool, type(None))  # not bytes, complex or Ellipsis: no recipe holds them
@@ -108,17 +108,24 @@ def _field_rules(recipes: dict[str, type], dtypes: dict[str, object]):
             "specials": (_instance_of(recipes["Specials"]), "a Specials(...)"),
             "mask": (_instance_of(recipes["Mask"], optional=True), "a Mask(...) or None"),
             "seed": (_is_seed, "an int in [0, 2**64)"),
+            "seam": (_instance_of(recipes["Seam"], optional=True), "a Seam(...) or None"),
         },
         "Values": {"kind": (_is_str, "a value class's name"), "scale": (_is_number, "a number")},
         "Layout": {"order": ints, "steps": ints, "pad": (_is_int, "an int"), "offset": (_is_int, "an int"),
                    "expanded": ints},
         "Specials": {"neg_inf": share, "neg_inf_rows": share, "pos_inf": share, "nan": share, "neg_inf_head": share},
-        "Mask": {"keep": share, "empty_rows": share},
+        "Mask": {"keep": share, "empty_rows": share,
+                 "structure": (_instance_of(recipes["Seam"], optional=True), "a Seam(...) or None")},
+        "Seam": {"placement": (_is_str, "a placement's name"), "tile": (_is_positive_int, "a positive int")},
     }
 
 
 def _is_int(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_positive_int(value) -> bool:
+    return _is_int(value) and value > 0
 
 
 def _is_str(value) -> bool:

@@ -22,7 +22,10 @@ The building blocks:
   common offset, values equal to the sentinels kernels use for masking;
 * :func:`special_values`: -inf entries, all -inf rows, a leading block of -inf,
   +inf, NaN;
-* :func:`masks`: keep-masks with partially and fully masked rows;
+* :func:`masks`: keep-masks with partially and fully masked rows, and structured ones (causal, sliding window,
+  padding, block-sparse: :mod:`harness.seams`);
+* :func:`seams`: special values at the seams of tiled kernels' rows (whole tiles of -inf, heads and tails a
+  tile plus or minus one long, lone NaN / inf at a tile's first and last element): :mod:`harness.seams`;
 * :func:`cases`: all of the above within one kernel's declared capabilities.
 
 Each value class, layout and class of special values is defined once
@@ -44,6 +47,8 @@ from hypothesis import strategies as st
 from oracles import semantics
 from specs.operations import TESTED_DTYPES
 from specs.registry import Capabilities
+
+from .seams import PLACEMENTS, Seam, tiles
 
 PRIMES = (2, 3, 5, 7, 13, 31, 61, 127, 251, 509, 1021, 2039, 4093, 8191, 16381, 32749, 65521)
 
@@ -86,11 +91,12 @@ def row_lengths(limit: int, boundaries: tuple[int, ...] = ()) -> st.SearchStrate
 
 @st.composite
 def shapes(draw, *, ranks=(1, 2, 3, 4), last_dim_only=False, max_elements=1 << 15, max_row=4096,
-           boundaries: tuple[int, ...] = ()) -> tuple[tuple[int, ...], int]:
-    """(shape, dim): the softmax dim's length from :func:`row_lengths`, other dims small, some zero."""
+           boundaries: tuple[int, ...] = (), row_length: int | None = None) -> tuple[tuple[int, ...], int]:
+    """(shape, dim): the softmax dim's length from :func:`row_lengths` (or ``row_length``), other dims small,
+    some zero."""
     rank = draw(st.sampled_from(sorted(ranks)))
     dim = rank - 1 if last_dim_only else draw(st.integers(0, rank - 1))
-    n = draw(row_lengths(min(max_row, max_elements), boundaries))
+    n = row_length or draw(row_lengths(min(max_row, max_elements), boundaries))
     room = max(max_elements // n, 1)
     others = []
     for _ in range(rank - 1):
@@ -539,19 +545,49 @@ def special_values() -> st.SearchStrategy[Specials]:
 
 @dataclass(frozen=True)
 class Mask:
-    """A keep-mask (True = keep) with a share of entries kept and a share of fully masked rows."""
+    """A keep-mask (True = keep) with a share of entries kept and a share of fully masked rows; or, given a
+    ``structure`` (a :class:`Seam` whose placement is a mask structure: causal, sliding window, padding...), that
+    structure's keep-mask, with the share of fully masked rows."""
 
     keep: float = 0.7
     empty_rows: float = 0.1
+    structure: Seam | None = None
+
+    def __post_init__(self) -> None:
+        if self.structure is not None and not (isinstance(self.structure, Seam)
+                                               and PLACEMENTS[self.structure.placement].structure):
+            structures = ", ".join(repr(name) for name, p in PLACEMENTS.items() if p.structure)
+            raise ValueError(f"Mask.structure must be None or a Seam(...) of a mask structure ({structures}); "
+                             f"got {self.structure!r}")
 
     def sample(self, shape: tuple[int, ...], dim: int, g: torch.Generator) -> torch.Tensor:
         keep = _chance(shape, self.keep, g)
+        if self.structure is not None:
+            keep = self.structure.keep(shape, dim)
         rows_shape = (*shape[:dim], 1, *shape[dim + 1:])
         return keep & ~_chance(rows_shape, self.empty_rows, g)
 
 
+ALL_KEPT = Mask(keep=1.0, empty_rows=0.0)  # the mask of a seam placed in the logits of a masked softmax
+
+
 def masks() -> st.SearchStrategy[Mask]:
     return st.builds(Mask, keep=st.sampled_from([0.05, 0.5, 0.95, 1.0]), empty_rows=st.sampled_from([0.0, 0.2, 1.0]))
+
+
+def fitting_seams(longest: dict[int, int]) -> list[Seam]:
+    """Every placement at every tile whose row fits (``longest``: tile -> the longest row a seam there may take),
+    the first placement (a first tile of -inf) at the smallest tile first."""
+    return [Seam(name, t) for name, p in PLACEMENTS.items() for t, most in sorted(longest.items())
+            if p.length(t) <= most]
+
+
+def seams(longest: dict[int, int]) -> st.SearchStrategy[Seam]:
+    """Placements at the seams of tiles whose rows fit (:func:`fitting_seams`): shrinks toward the first."""
+    fitting = fitting_seams(longest)
+    if not fitting:
+        raise ValueError(f"seams: no placement fits the rows allowed at the tiles {longest}")
+    return st.sampled_from(fitting)
 
 
 # ---------------------------------------------------------------------------- cases
@@ -569,10 +605,13 @@ class Case:
     specials: Specials = NO_SPECIALS
     mask: Mask | None = None
     seed: int = 0
+    seam: Seam | None = None  # special values at tile seams, placed after the specials
 
     def make(self, device="cpu") -> tuple[torch.Tensor, torch.Tensor | None]:
         g = torch.Generator().manual_seed(self.seed)
         logits = self.specials.apply(self.values.sample(self.shape, self.dtype, self.dim, g), self.dim, g)
+        if self.seam is not None:
+            logits = self.seam.apply(logits, self.dim)
         x = self.place(logits, device)
         keep = None if self.mask is None else self.mask.sample(self.shape, self.dim, g).to(device)
         return x, keep
@@ -590,6 +629,11 @@ class Case:
     @property
     def row_length(self) -> int:
         return self.shape[self.dim]
+
+    @property
+    def seam_placed(self) -> Seam | None:
+        """The seam this case places, in its logits or as its mask's structure."""
+        return self.seam or (self.mask.structure if self.mask is not None else None)
 
 
 def matrix(rows: int, cols: int, dtype=torch.float32, values: Values = Values("normal"), seed: int = 0,
@@ -609,6 +653,22 @@ def longest_row(capabilities: Capabilities, backend: str, dtype: torch.dtype, ca
     return min(caps.max_row, caps.elements(dtype), limit or caps.max_row)
 
 
+def longest_seam_row(capabilities: Capabilities, backend: str, dtype: torch.dtype, caps: SizeCaps) -> int:
+    """The longest row a seam is placed in: past the backend's row cap, up to the elements of one example (two
+    tiles and more of the largest tile a kernel uses), within the kernel's row limit and offsets."""
+    longest = min(caps.elements(dtype), capabilities.row_limit(backend) or caps.elements(dtype))
+    return min(longest, capabilities.max_offset + 1) if capabilities.max_offset is not None else longest
+
+
+def seam_rows(capabilities: Capabilities, backend: str, dtype: torch.dtype, caps: SizeCaps) -> dict[int, int]:
+    """The tiles seams are placed at for a kernel, each with the longest row a seam there takes: at a declared
+    code-path boundary past the row cap (:func:`longest_seam_row`), at the powers of two that kernels tile by
+    when they declare none within it (:func:`longest_row`)."""
+    declared = tuple(capabilities.path_boundaries.get(backend, ()))
+    within, past = longest_row(capabilities, backend, dtype, caps), longest_seam_row(capabilities, backend, dtype, caps)
+    return {t: past if t in declared else within for t in tiles(declared, backend)}
+
+
 @st.composite
 def cases(draw, capabilities: Capabilities, backend: str, *, dtypes=None, masked: bool = False,
           specials: bool = True, size: SizeCaps | None = None) -> Case:
@@ -616,9 +676,17 @@ def cases(draw, capabilities: Capabilities, backend: str, *, dtypes=None, masked
     caps = size or SIZE_CAPS[backend]
     dtype = draw(st.sampled_from(usable_dtypes(capabilities, dtypes)))
     boundaries = tuple(capabilities.path_boundaries.get(backend, ()))
+    seam = None
+    longest = seam_rows(capabilities, backend, dtype, caps)
+    if specials and fitting_seams(longest) and draw(st.integers(0, 3)) == 3:  # one draw in four: specials at seams
+        seam = draw(seams(longest))
     shape, dim = draw(shapes(ranks=capabilities.ranks or {1, 2, 3, 4}, last_dim_only=capabilities.last_dim_only,
                              max_elements=caps.elements(dtype), max_row=longest_row(capabilities, backend, dtype, caps),
-                             boundaries=boundaries))
+                             boundaries=boundaries, row_length=seam and seam.row_length))
+    mask = draw(masks()) if masked else None
+    if masked and seam is not None:  # a structure masks its columns; another placement goes into kept logits
+        structured = PLACEMENTS[seam.placement].structure
+        mask, seam = (replace(mask, keep=1.0, structure=seam), None) if structured else (ALL_KEPT, seam)
     return Case(
         shape=shape,
         dim=dim,
@@ -627,6 +695,7 @@ def cases(draw, capabilities: Capabilities, backend: str, *, dtypes=None, masked
         layout=draw(layouts(len(shape), dim, unit_row_stride=capabilities.unit_row_stride,
                             expandable=not capabilities.in_place)),
         specials=draw(special_values()) if specials else NO_SPECIALS,
-        mask=draw(masks()) if masked else None,
+        mask=mask,
         seed=draw(st.integers(0, 2**32 - 1)),
+        seam=seam,
     )

@@ -137,7 +137,7 @@ CRAFTED = {
     "a comprehension": (f"Case(shape=(2,), dim=0, dtype=torch.float32, values=Values(kind='normal', "
                         f"scale=[x for x in ({TOUCH},)]))", "a ListComp ([x for x in"),
 }
-REFUSED = "only literals and Case/Values/Layout/Specials/Mask(...) are allowed; found "
+REFUSED = "only literals and Case/Values/Layout/Specials/Mask/Seam(...) are allowed; found "
 
 
 @pytest.mark.parametrize("payload, found", CRAFTED.values(), ids=CRAFTED)
@@ -187,6 +187,10 @@ def test_a_crafted_case_runs_nothing(tmp_path):
     ("Specials.neg_inf_head", "Case(shape=(2,), dim=0, dtype=torch.float32, specials=Specials(neg_inf_head=nan))"),
     ("Mask.keep", "Case(shape=(2,), dim=0, dtype=torch.float32, mask=Mask(keep=-0.1))"),
     ("Mask.empty_rows", "Case(shape=(2,), dim=0, dtype=torch.float32, mask=Mask(empty_rows=inf))"),
+    ("Mask.structure", "Case(shape=(2,), dim=0, dtype=torch.float32, mask=Mask(structure='causal'))"),
+    ("Case.seam", "Case(shape=(2,), dim=0, dtype=torch.float32, seam=Mask())"),
+    ("Seam.tile", "Case(shape=(2,), dim=0, dtype=torch.float32, seam=Seam(placement='causal', tile=0))"),
+    ("Seam.placement", "Case(shape=(2,), dim=0, dtype=torch.float32, seam=Seam(placement=1, tile=8))"),
 ])
 def test_a_recipe_field_of_the_wrong_type_is_refused_by_name(field, text):
     with pytest.raises(ValueError, match=rf"^CASE: {re.escape(field)} must be "):
