@@ -23,6 +23,7 @@ from hypothesis import example, given, target
 
 from harness import coverage, timebox
 from harness.catalog import CATALOG
+from harness.fixed_inputs import fixed_dtype, longest_fixed_row, row_inputs
 from harness.judge import describe_input, expect_refusal, judge_softmax, unknown_construction
 from harness.recording import make_record
 from harness.replay import PREFIX, command
@@ -121,20 +122,24 @@ def test_output_within_derived_bound(kernel, backend, op, dtype, note, accuracy_
 @pytest.mark.first
 def test_masked_rows_keeping_only_nan_are_nan_on_every_path(kernel, backend):
     """A row whose kept entries are a NaN and -inf has a -inf maximum, as an empty row has (tl.max skips
-    NaN), but its masked softmax is NaN: at every row length where the kernel changes code path."""
+    NaN), but its masked softmax is NaN: at every row length where the kernel changes code path, in a dtype
+    and rank the kernel declares."""
     if not kernel.declares(MASKED_SOFTMAX):
         pytest.skip(f"{kernel.name} declares no {MASKED_SOFTMAX.what}")
     capabilities = kernel.capabilities
-    limit = capabilities.row_limit(backend.name) or 1 << 20  # three rows: no size cap needed
+    limit = longest_fixed_row(capabilities, backend.name, rows=3) or 1 << 20  # three rows: no size cap needed
     lengths = sorted({n for b in capabilities.path_boundaries.get(backend.name, ()) for n in (b, b + 1)} | {2})
-    for n in [n for n in lengths if n <= limit]:
-        x = torch.full((3, n), -1.0, device=backend.device)
+    lengths = [n for n in lengths if n <= limit]
+    if not lengths:
+        pytest.skip(f"{kernel.name} takes no rows of 2 on {backend.name}: its limits allow rows of at most {limit}")
+    for n in lengths:
+        x = torch.full((3, n), -1.0, dtype=fixed_dtype(capabilities), device=backend.device)
         x[:, n // 2] = torch.nan
         x[2, 0] = -torch.inf
         keep = torch.zeros(3, n, dtype=torch.bool, device=backend.device)
         keep[0, n // 2] = True  # only the NaN
         keep[1] = True  # everything, NaN included
         keep[2, [0, n // 2]] = True  # a -inf and the NaN
-        replay = f"rows of {n}: {describe_input(x, 1)}"
-        call = Call(x, 1, MASKED_SOFTMAX, backend.name, keep)
-        judge_softmax(kernel, call, kernel.run(call), replay=replay).check()
+        for rows, kept in row_inputs(capabilities, x, keep):
+            call = Call(rows, -1, MASKED_SOFTMAX, backend.name, kept)
+            judge_softmax(kernel, call, kernel.run(call), replay=f"rows of {n}: {describe_input(rows, -1)}").check()

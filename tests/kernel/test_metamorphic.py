@@ -21,6 +21,7 @@ from hypothesis import assume, example, given
 from hypothesis import strategies as st
 
 from harness.catalog import CATALOG
+from harness.fixed_inputs import case_inside, in_rank, rows_rank
 from harness.invariance import exact_shift
 from harness.judge import as_rows, describe_input, judge_softmax
 from harness.timebox import timeboxed
@@ -60,28 +61,29 @@ def allowed_errors(verdict) -> np.ndarray:
     return np.where(verdict.kernel.special, 0.0, verdict.kernel.bound) * ulp(verdict.rounded, verdict.fmt)
 
 
-def rows_kernel_applies(kernel) -> bool:
-    capabilities = kernel.capabilities
-    return capabilities.ranks is None or 2 in capabilities.ranks
-
-
 def input_space(kernel, backend, copies: int = 1):
     """The kernel's inputs, sized so that ``copies`` rows of each fit the backend's size caps."""
     caps = SIZE_CAPS[backend.name]
     return cases(kernel.capabilities, backend.name, size=SizeCaps(caps.max_elements // copies, caps.max_row))
 
 
-def catalog_examples(test):
-    for case in CATALOG.values():
-        if case.mask is None:
-            test = example(case=case)(test)
-    return test
+def catalog_examples(kernel, **fixed):
+    """The regression catalog's unmasked entries as explicit examples (with the test's other arguments ``fixed``),
+    each in a dtype and rank the kernel declares (:func:`harness.fixed_inputs.case_inside`); one whose dim, layout or
+    row length the kernel refuses is left out by :func:`make`."""
+    def add(test):
+        for case in CATALOG.values():
+            if case.mask is None:
+                test = example(case=case_inside(case, kernel.capabilities), **fixed)(test)
+        return test
+
+    return add
 
 
 def test_shift_invariance_is_bitwise(kernel, backend, invariance):
     with invariance("shift") as shift:
         @given(case=input_space(kernel, backend))
-        @catalog_examples
+        @catalog_examples(kernel)
         @timeboxed
         def check(case):
             if shift.settled:
@@ -119,14 +121,22 @@ def within_each_others_bounds(kernel, backend, x, dim, a, b) -> None:
     regular = ~ja.kernel.special
     gap = np.abs(ja.kernel.outputs.double().numpy() - jb.kernel.outputs.double().numpy())
     allowed = (ja.kernel.bound + jb.kernel.bound) * ulp(ja.exact, ja.fmt)
-    assert np.all(gap[regular] <= allowed[regular])
-    assert np.array_equal(np.isnan(ja.kernel.outputs.double().numpy()), np.isnan(jb.kernel.outputs.double().numpy()))
+    beyond = regular & ~(gap <= allowed)
+    first = tuple(int(i) for i in np.argwhere(beyond)[0]) if beyond.any() else None
+    assert first is None, (f"{kernel.name}: {int(beyond.sum())} elements of two outputs for one input differ by more "
+                           f"than their two bounds, first at (row, column) {first}: "
+                           f"{ja.kernel.outputs[first].item()!r} vs {jb.kernel.outputs[first].item()!r}, "
+                           f"allowed {allowed[first]:.3g}")
+    nan_a, nan_b = np.isnan(ja.kernel.outputs.double().numpy()), np.isnan(jb.kernel.outputs.double().numpy())
+    assert np.array_equal(nan_a, nan_b), (f"{kernel.name}: NaN in one output where the other has a number, first at "
+                                          f"(row, column) {tuple(int(i) for i in np.argwhere(nan_a != nan_b)[0])}")
 
 
 @pytest.mark.parametrize("batch", BATCH_SIZES)
 def test_batch_invariance_is_bitwise(kernel, backend, batch, invariance):
-    if not rows_kernel_applies(kernel):
-        pytest.skip(f"{kernel.name} takes no 2-D input")
+    rank = rows_rank(kernel.capabilities, batch + 2)
+    if rank is None:
+        pytest.skip(f"{kernel.name} declares no rank that holds several rows: {sorted(kernel.capabilities.ranks)}")
 
     with invariance("batch") as invariant:
         # A case's first and last rows and `batch` others: rows of 4096 in a batch of 65 ran 16 s a call through the
@@ -143,26 +153,27 @@ def test_batch_invariance_is_bitwise(kernel, backend, batch, invariance):
             others = (torch.randn(batch, rows.shape[1], generator=torch.Generator().manual_seed(seed)) * 4)
             others = others.to(rows.dtype).to(backend.device)
             at = {"first": 0, "middle": batch // 2, "last": batch}[where]
-            # The case's first and last rows, side by side among the others: one call of the batch for both.
+            # The case's first and last rows, side by side among the others: one call of the batch for both, its rows
+            # in a rank the kernel declares.
             ends = sorted({0, rows.shape[0] - 1})
-            inside = kernel.softmax(torch.cat([others[:at], rows[ends], others[at:]]), -1)
+            batched = in_rank(torch.cat([others[:at], rows[ends], others[at:]]), rank)
+            assume(kernel.capabilities.refusal(batched, -1) is None)  # more rows than x: past a max_offset x kept within
+            inside = kernel.softmax(batched, -1).reshape(-1, rows.shape[1])
             for position, r in enumerate(ends, start=at):
-                alone = kernel.softmax(rows[r:r + 1], -1)[0]
+                alone = kernel.softmax(in_rank(rows[r:r + 1], rank), -1).reshape(-1)
                 invariant.check(inside[position], alone,
                                 f"row {r} of {case!r} alone vs at position {position} of {batch + len(ends)} rows")
 
-        for case in CATALOG.values():
-            if case.mask is None:
-                check = example(case=case, where="middle", seed=0)(check)
+        check = catalog_examples(kernel, where="middle", seed=0)(check)
         if batch == 2:
-            check = example(case=MISALIGNED_HALF_ROW, where="middle", seed=0)(check)
+            check = example(case=case_inside(MISALIGNED_HALF_ROW, kernel.capabilities), where="middle", seed=0)(check)
         check()
 
 
 def test_run_to_run_determinism_is_bitwise(kernel, backend, invariance):
     with invariance("determinism") as determinism:
         @given(case=input_space(kernel, backend))
-        @catalog_examples
+        @catalog_examples(kernel)
         @timeboxed
         def check(case):
             if determinism.settled:
@@ -175,20 +186,21 @@ def test_run_to_run_determinism_is_bitwise(kernel, backend, invariance):
 
 def test_outputs_lie_in_the_unit_interval_and_rows_sum_to_one(kernel, backend):
     @given(case=input_space(kernel, backend))
-    @catalog_examples
+    @catalog_examples(kernel)
     @timeboxed
     def check(case):
         x = make(kernel, backend, case)
         verdict = judge(kernel, backend, x, case.dim)
         y = verdict.kernel.outputs.double().numpy()
         defined = ~np.isnan(verdict.rounded).any(axis=-1)  # rows whose exact softmax is a number
-        assert np.all((y[defined] >= 0) & (y[defined] <= 1)), f"outputs outside [0, 1] for {case!r}"
+        assert np.all((y[defined] >= 0) & (y[defined] <= 1)), f"{kernel.name}: outputs outside [0, 1] for {case!r}"
         errors = allowed_errors(verdict)
         for row in np.flatnonzero(defined):
             total = math.fsum(y[row])
             allowed = math.fsum(errors[row]) if y.shape[1] else 0.0
             expected = 1.0 if y.shape[1] else 0.0
-            assert abs(total - expected) <= allowed, f"row {row} sums to {total!r} (allowed {allowed:.3g}), {case!r}"
+            assert abs(total - expected) <= allowed, (f"{kernel.name}: row {row} sums to {total!r} (allowed "
+                                                      f"{allowed:.3g}), {case!r}")
 
     check()
 
@@ -199,8 +211,8 @@ def test_monotonicity_within_rows(kernel, backend, invariance):
     invariance, measured here on the same rows."""
     with invariance("ties") as ties:
         @given(case=input_space(kernel, backend))
-        @catalog_examples
-        @example(case=LOGITS_ULPS_APART)
+        @catalog_examples(kernel)
+        @example(case=case_inside(LOGITS_ULPS_APART, kernel.capabilities))
         @timeboxed
         def check(case):
             x = make(kernel, backend, case)
@@ -216,8 +228,9 @@ def test_monotonicity_within_rows(kernel, backend, invariance):
                 order = torch.argsort(xs, stable=True)
                 xs, ys, room = xs[order], ys[order], room[order]
                 rises = ys[1:] < ys[:-1] - (room[1:] + room[:-1])
-                assert not rises.any(), f"x {xs[:-1][rises][0].item()!r} <= {xs[1:][rises][0].item()!r} but " \
-                                        f"softmax {ys[:-1][rises][0].item()!r} > {ys[1:][rises][0].item()!r}, {case!r}"
+                assert not rises.any(), f"{kernel.name}: x {xs[:-1][rises][0].item()!r} <= " \
+                                        f"{xs[1:][rises][0].item()!r} but softmax {ys[:-1][rises][0].item()!r} > " \
+                                        f"{ys[1:][rises][0].item()!r}, {case!r}"
                 tied = xs[1:] == xs[:-1]
                 if not ties.settled:
                     ties.check(ys[1:][tied], ys[:-1][tied], f"equal logits, unequal softmax, {case!r}")

@@ -13,6 +13,7 @@ import torch
 from hypothesis import example, given
 from hypothesis import strategies as st
 
+from harness.fixed_inputs import fixed_dtype
 from harness.judge import describe_input, expect_refusal, judge_softmax, unknown_construction
 from harness.timebox import timeboxed
 from harness.strategies import Case, Values, cases
@@ -52,12 +53,14 @@ def test_inputs_are_refused_exactly_outside_the_declared_capabilities(kernel, ba
 @pytest.mark.first
 def test_sparse_and_nested_tensors_are_refused_by_name(kernel, backend):
     """Strides are what a Triton kernel reads its input by: a tensor without them (sparse, nested)
-    must meet the clear TypeError, not an error from deep inside torch."""
+    must meet the clear TypeError, not an error from deep inside torch: in a dtype the kernel declares, so that
+    the layout alone is what it refuses."""
     if not kernel.clear_refusals:
         pytest.skip(f"{kernel.name} may refuse with any exception, as torch does (only this project's kernels must "
                     "name the argument)")
-    sparse = torch.randn(4, 8, device=backend.device).to_sparse()
-    nested = torch.nested.nested_tensor([torch.randn(3), torch.randn(5)], device=backend.device)
+    dtype = fixed_dtype(kernel.capabilities)
+    sparse = torch.randn(4, 8, dtype=dtype, device=backend.device).to_sparse()
+    nested = torch.nested.nested_tensor([torch.randn(3), torch.randn(5)], dtype=dtype, device=backend.device)
     for x, named in ((sparse, "a tensor of layout torch.sparse_coo"), (nested, "a nested tensor")):
         with pytest.raises(TypeError, match=f"x must be a dense tensor .*got {named}"):
             kernel.softmax(x, -1)

@@ -17,6 +17,7 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from harness import timebox
+from harness.fixed_inputs import longest_fixed_row, rows_rank
 from harness.judge import as_rows, describe_input
 from harness.strategies import SIZE_CAPS, Case, Values, longest_row
 from oracles import correctly_rounded
@@ -37,8 +38,8 @@ def bias_rows(dtype: torch.dtype, n: int) -> int:
 
 
 def bias_rank(capabilities) -> int:
-    """The rank drawn: 2 (rows), or the kernel's smallest where it takes no 2-D inputs."""
-    return 2 if capabilities.ranks is None or 2 in capabilities.ranks else min(capabilities.ranks)
+    """The rank drawn: one that holds rows (:func:`harness.fixed_inputs.rows_rank`), else single rows (rank 1)."""
+    return rows_rank(capabilities, 2) or 1
 
 
 def bias_dtypes(capabilities) -> list[torch.dtype]:
@@ -47,14 +48,25 @@ def bias_dtypes(capabilities) -> list[torch.dtype]:
     return sorted(judged & set(capabilities.dtypes), key=str)
 
 
+def bias_lengths(capabilities, backend: str, dtype: torch.dtype) -> list[int]:
+    """The row lengths drawn: those of :data:`LENGTHS` whose :func:`bias_rows` rows fit the size caps and the kernel's
+    limits, else the longest row below them that fits (a kernel of short rows is judged on more of them)."""
+    caps = SIZE_CAPS[backend]
+
+    def fits(n: int) -> bool:
+        rows = bias_rows(dtype, n) if bias_rank(capabilities) > 1 else 1
+        return (n <= longest_row(capabilities, backend, dtype, caps) and rows * n <= caps.elements(dtype)
+                and n <= (longest_fixed_row(capabilities, backend, rows) or n))
+
+    return [n for n in LENGTHS if fits(n)] or [n for n in range(min(LENGTHS) - 1, 0, -1) if fits(n)][:1]
+
+
 @st.composite
 def ordinary_rows(draw, capabilities, backend: str) -> Case:
     """Rows of normal logits (scale 1 or 4) in one of :func:`bias_dtypes`, :func:`bias_rows` of them."""
     rank = bias_rank(capabilities)
     dtype = draw(st.sampled_from(bias_dtypes(capabilities)))
-    caps = SIZE_CAPS[backend]
-    lengths = [n for n in LENGTHS if n <= longest_row(capabilities, backend, dtype, caps)
-               and (rank == 1 or bias_rows(dtype, n) * n <= caps.elements(dtype))]
+    lengths = bias_lengths(capabilities, backend, dtype)
     assume(lengths)
     n = draw(st.sampled_from(lengths))
     shape = ((1,) * (rank - 2) + (bias_rows(dtype, n),) if rank > 1 else ()) + (n,)
@@ -81,7 +93,7 @@ def test_mean_signed_error_is_within_the_statistical_bound(kernel, backend, note
                             known_arithmetics(backend.name))
         assert bias.ok, (f"{kernel.name}: mean signed error {bias.mean:+.4g} ulp of {x.dtype}, beyond the "
                          f"allowance of {bias.allowance}: its outputs are biased "
-                         f"{'low' if bias.mean < 0 else 'high'}\nreplay: {case!r}.make({str(backend.device)!r}) "
+                         f"{'low' if bias.mean < 0 else 'high'}\ninput: {case!r}.make({str(backend.device)!r}) "
                          f"-> {describe_input(x, case.dim)}")
         ratio = abs(bias.mean) / bias.allowance.total
         if ratio >= worst.get(x.dtype, (-1.0,))[0]:

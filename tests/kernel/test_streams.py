@@ -14,6 +14,7 @@ the race is no matter of luck: the result is judged as any other.
 import pytest
 import torch
 
+from harness.fixed_inputs import fixed_dtype, longest_fixed_row, row_inputs
 from harness.judge import Judgement, describe_input, judge_softmax
 from harness.strategies import Case, Values
 from oracles.call import Call
@@ -21,31 +22,31 @@ from specs.operations import SOFTMAX
 
 # About 0.1 s of the caller's stream at 2 GHz: far longer than a call takes to launch once compiled.
 SLEEP_CYCLES = 200_000_000
-INPUTS = [Case((8, 256), 1, dtype, Values("normal", 4.0), seed=0)
-          for dtype in (torch.float32, torch.bfloat16, torch.float16)]
+ROWS, ROW_LENGTH = 8, 256
 WHY = ("the input was written on the caller's stream (a new one, held busy) just before the call: a kernel that "
        "does not run on torch.cuda.current_stream(), nor wait for it, reads it before it is written:\n")
 
 
 def judged_on_a_busy_stream(kernel, backend) -> Judgement:
-    """The kernel's softmax of an input it declares, called on a busy stream right after the input's write there."""
+    """The kernel's softmax of an input it declares (its dtype, rank and longest row: ``harness/fixed_inputs.py``),
+    called on a busy stream right after the input's write there."""
     if backend.name != "cuda":
         pytest.skip(f"CUDA streams; this run's backend is {backend.name}")
-    case = next((c for c in INPUTS if kernel.capabilities.refusal(c.make(backend.device)[0], c.dim) is None), None)
-    if case is None:
-        pytest.skip(f"{kernel.name} declares none of {[str(c.dtype) for c in INPUTS]} rows of {INPUTS[0].shape[1]}")
-    ready, _ = case.make(backend.device)
+    capabilities = kernel.capabilities
+    n = min(ROW_LENGTH, longest_fixed_row(capabilities, backend.name, rows=ROWS) or ROW_LENGTH)
+    case = Case((ROWS, n), 1, fixed_dtype(capabilities), Values("normal", 4.0), seed=0)
+    ready, _ = row_inputs(capabilities, case.make(backend.device)[0])[0]  # its first row, for a kernel of rank 1 only
     with torch.cuda.device(backend.device):
-        kernel.softmax(ready, case.dim)  # compiled now: the call below must launch at once
+        kernel.softmax(ready, -1)  # compiled now: the call below must launch at once
         x = torch.zeros_like(ready)
         torch.cuda.synchronize()
         with torch.cuda.stream(torch.cuda.Stream()):
             torch.cuda._sleep(SLEEP_CYCLES)
             x.copy_(ready)
-            y = kernel.softmax(x, case.dim)
+            y = kernel.softmax(x, -1)
         torch.cuda.synchronize()
-    return judge_softmax(kernel, Call(ready, case.dim, SOFTMAX, backend.name), y,
-                         replay=f"{case!r} -> {describe_input(ready, case.dim)}, called on a busy stream")
+    return judge_softmax(kernel, Call(ready, -1, SOFTMAX, backend.name), y,
+                         replay=f"{case!r} -> {describe_input(ready, -1)}, called on a busy stream")
 
 
 def test_the_kernel_runs_on_the_callers_stream(kernel, backend):
