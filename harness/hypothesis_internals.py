@@ -25,8 +25,30 @@ belongs here.
   those five minutes per failing test before the run ends with its verdict.
   :func:`bound_shrinking` sets it for the run's profile
   (``harness.profiles.SHRINKING_SECONDS``).  Only a failure shrinks: the inputs
-  a passing run draws do not change.  Hypothesis's own warning when the bound
-  is hit still says "five minutes".
+  a passing run draws do not change.
+* **Its warning said so**: when the bound stops a shrink, the engine prints,
+  through ``hypothesis.reporting.report`` (the name
+  ``hypothesis.internal.conjecture.engine.report``), a warning that it "has
+  spent more than five minutes" shrinking, ending in "PLEASE REPORT THIS":
+  false under the suite's 20 s; then ``@given`` (the name
+  ``hypothesis.core.report``) that the test "exited early because it took too
+  long to shrink", to be reproduced with ``@seed(N)``, which the suite's test
+  bodies cannot take (a failure's replay line replays its example): seven
+  lines in a failure's captured output.  :func:`bound_shrinking` gives both a
+  ``report`` that says instead, in one line, that the run's bound stopped the
+  shrink (Hypothesis's own words where its own bound did).
+* **A failing example, replayed**: a failure's one-step replay line
+  (harness/failures.py) carries the blob of the ``@reproduce_failure(version,
+  blob)`` decorator Hypothesis notes on the failure (``print_blob``, every
+  profile's): :func:`failure_blob` reads it, :func:`reproduced` gives a test
+  body the public decorator.  Replayed, an example that no longer fails makes
+  Hypothesis raise ``DidNotReproduce`` "Expected the test to raise an error,
+  but it completed successfully": :func:`replay_passed` tells it from the
+  other ``DidNotReproduce`` (the blob is not of this test), and the replay
+  then passes (``harness.seeding``).  What Hypothesis says of a replayed
+  example it prints (its "Falsifying example", a dozen lines of captured
+  output), where of an example it found it makes notes on the failure:
+  :func:`reports_kept` keeps it, and the replay makes the same notes.
 * Public, for the same cache: Hypothesis keeps what it mined in its home
   directory, which xdist workers and the suite's sub-runs share; in a fresh
   checkout one process could read a file another was still writing and draw
@@ -38,14 +60,26 @@ belongs here.
 from __future__ import annotations
 
 import atexit
+import re
 import shutil
 import tempfile
 
+import hypothesis
+from hypothesis import core
 from hypothesis.configuration import set_hypothesis_home_dir
+from hypothesis.errors import DidNotReproduce
 from hypothesis.internal.conjecture import engine, providers
+from hypothesis.reporting import with_reporter
 
 SEED_ATTRIBUTE = "_hypothesis_internal_use_seed"
 HYPOTHESIS_SHRINKING_SECONDS = getattr(engine, "MAX_SHRINKING_SECONDS", None)
+HYPOTHESIS_REPORT = engine.report  # what the engine prints its warnings with
+SLOW_SHRINK_WARNING = "WARNING: Hypothesis has spent more than five minutes working to shrink"  # the engine's
+SLOW_SHRINK_SEED = "\nThis test function exited early because it took too long to shrink"  # @given's, after it
+# The decorator Hypothesis's note on a failure names, and the form a replay line gives it: VERSION:BLOB.
+REPRODUCE_NOTE = re.compile(r"@reproduce_failure\('([0-9][0-9.]*)', b'([A-Za-z0-9+/]+={0,2})'\)")
+EXAMPLE_FORM = re.compile(r"([0-9][0-9.]*):([A-Za-z0-9+/]+={0,2})")
+REPLAY_PASSED = "Expected the test to raise an error, but it completed successfully"
 
 
 def pin_seed(test, seed: int):
@@ -62,10 +96,49 @@ def mine_no_constants() -> None:
 
 
 def bound_shrinking(seconds: float | None) -> None:
-    """A failing test of this process shrinks for at most ``seconds`` (None: Hypothesis's own bound).  Where a
-    Hypothesis version has no such bound the run goes on as before (the suite's test of this module fails instead)."""
+    """A failing test of this process shrinks for at most ``seconds`` (None: Hypothesis's own bound), and a shrink
+    the bound stops says so in a line.  Where a Hypothesis version has no such bound the run goes on as before (the
+    suite's test of this module fails instead)."""
     if HYPOTHESIS_SHRINKING_SECONDS is not None:
         engine.MAX_SHRINKING_SECONDS = HYPOTHESIS_SHRINKING_SECONDS if seconds is None else seconds
+        engine.report = core.report = report_shrink_bound
+
+
+def report_shrink_bound(text: str) -> None:
+    """Hypothesis's ``report``, but for what it says of a shrink that a bound other than its own stopped: the
+    bound's line."""
+    bound = engine.MAX_SHRINKING_SECONDS
+    if bound != HYPOTHESIS_SHRINKING_SECONDS and text.startswith(SLOW_SHRINK_SEED):
+        return
+    if bound != HYPOTHESIS_SHRINKING_SECONDS and text.startswith(SLOW_SHRINK_WARNING):
+        text = (f"Hypothesis stopped shrinking at the run's bound of {bound:g} s (harness/profiles.py): the failing "
+                "example told is the smallest it had found by then")
+    HYPOTHESIS_REPORT(text)
+
+
+def failure_blob(error: BaseException) -> str | None:
+    """``VERSION:BLOB`` of the ``@reproduce_failure`` Hypothesis noted on ``error``, if it did (its last)."""
+    found = [match for note in getattr(error, "__notes__", ()) for match in REPRODUCE_NOTE.finditer(str(note))]
+    return f"{found[-1][1]}:{found[-1][2]}" if found else None
+
+
+def reproduced(test, example: str):
+    """``test`` (a ``@given`` test, or the body it wraps) running only the example ``VERSION:BLOB``
+    (:func:`failure_blob`); ValueError for a string of another form."""
+    form = EXAMPLE_FORM.fullmatch(example)
+    if form is None:
+        raise ValueError(f"{example!r} is not VERSION:BLOB, as a replay line names a Hypothesis example")
+    return hypothesis.reproduce_failure(form[1], form[2].encode())(test)
+
+
+def reports_kept(said: list):
+    """A context in which what Hypothesis reports (and would print) is appended to ``said`` instead."""
+    return with_reporter(said.append)
+
+
+def replay_passed(error: BaseException) -> bool:
+    """Whether ``error`` is Hypothesis's word that the example :func:`reproduced` gave ran and passed."""
+    return isinstance(error, DidNotReproduce) and str(error).startswith(REPLAY_PASSED)
 
 
 def use_own_home() -> None:

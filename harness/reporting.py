@@ -5,9 +5,11 @@
   controller.
 * ``pytest_runtest_makereport``: marks the setup report of every test that
   takes the fixture, so the controller knows which records to expect even when
-  a worker dies mid-test; and gives a failed report the replay command its
+  a worker dies mid-test; gives a failed report the replay command its
   exception carries (a structured field: reports never scrape commands from
-  failure text, which a kernel's own messages could forge).
+  failure text, which a kernel's own messages could forge), else, for a test
+  that judges a kernel, the pytest command that reruns it on its failing
+  example; and tells a failed check on one screen (:mod:`harness.failures`).
 * ``pytest_configure``: reads the run's settings (:mod:`harness.session`),
   refuses an unusable baseline or report folder before any test runs, and
   registers the controller's :class:`Gatherer`, which gathers records, writes
@@ -24,7 +26,6 @@ import datetime
 import os
 import platform
 import subprocess
-import traceback
 from pathlib import Path
 
 import pytest
@@ -32,7 +33,7 @@ import pytest
 from report import artifacts, baseline, invariances
 from report.summary import INTERPRETER_BF16, categorize, interpreter_truncates_bf16, shown
 
-from . import calls, invariance, payload, pinning, seeding, sharding
+from . import calls, failures, invariance, payload, pinning, seeding, sharding
 from .session import session_of
 
 RECORDS = "records"
@@ -104,24 +105,6 @@ def replay_of(error: BaseException | None) -> str | None:
     return None
 
 
-def one_screen(error: BaseException) -> str:
-    """A failure the suite explained: its message, what the kernel raised (with its own traceback), and
-    Hypothesis's notes but the falsifying example, which the replay line already names."""
-    lines = [f"{type(error).__name__}: {error}"]
-    cause = error.__cause__
-    if cause is not None:
-        lines += ["", "the kernel's own traceback:",
-                  *"".join(traceback.format_exception(type(cause), cause, cause.__traceback__)).rstrip().splitlines()]
-    notes = [note for note in getattr(error, "__notes__", ()) if not note.startswith("Falsifying")]
-    return "\n".join(lines + notes)
-
-
-def shows_one_screen(config: pytest.Config) -> bool:
-    """Pytest's default traceback style: --tb, -l and --full-trace bring the whole traceback back."""
-    return (config.getoption("tbstyle", "auto") == "auto" and not config.getoption("showlocals", False)
-            and not config.getoption("fulltrace", False))
-
-
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     outcome = yield
@@ -133,11 +116,11 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
         setattr(report, KERNEL, kernel.name)
     if report.failed and call.excinfo is not None:
         error = call.excinfo.value
-        replay = replay_of(error)
+        replay = replay_of(error) or failures.pytest_command(item, error)
         if replay:
             setattr(report, REPLAY, replay)
-        if isinstance(error, (calls.SuiteFailure, calls.KernelHang)) and shows_one_screen(item.config):
-            report.longrepr = f"{item.nodeid}\n{one_screen(error)}"
+        if failures.told_on_one_screen(item, error):
+            report.longrepr = failures.one_screen(item, error, replay)
 
 
 def run_metadata(config: pytest.Config) -> dict:

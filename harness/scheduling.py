@@ -27,7 +27,13 @@ worker's sub-run (on the H100, nine workers of sixteen for two minutes).
 Before them come the tests marked ``first``, shortest first: each kernel's
 cheap checks and the accuracy tests that open with the regression catalog's
 inputs, so that a broken kernel fails (and ``-x`` stops the run) within a
-minute instead of behind the suite's own long tests.
+minute instead of behind the suite's own long tests.  Of these, the tests that
+judge every element against the oracle (they record accuracy: the
+``accuracy_record`` fixture) come first of all: their failure names the bug
+(its worst element, its input, its replay), where a cheap check's is often its
+side effect (a special case's +inf rule, the bias of outputs already wrong),
+and under ``-x`` the first failure is the one told.  Without ``-n`` the tests
+run in collection order, where ``tests/kernel/test_accuracy.py`` comes first.
 """
 
 from __future__ import annotations
@@ -44,6 +50,7 @@ from .session import session_of
 
 ROOT = Path(__file__).resolve().parents[1]
 FIRST = "first"  # the marker of the tests that run before the others
+NAMES_THE_BUG = "accuracy_record"  # the fixture of the tests whose failure names the worst element: first of all
 WAITED = "waited"  # the payload kind: seconds a test waited for work another test did for both
 
 
@@ -125,12 +132,13 @@ def expected(nodeids, durations: dict[str, float]) -> dict[str, float]:
 
 
 def first_looks_then_longest(items: list, durations: dict[str, float]) -> list:
-    """The tests marked ``first`` by expected duration, shortest first, then the others longest first; ties
-    (unknown tests) keep their collection order."""
+    """The tests marked ``first`` by expected duration, shortest first, those that record accuracy before the
+    others; then the others longest first; ties (unknown tests) keep their collection order."""
     seconds = expected([item.nodeid for item in items], durations)
     first = [item for item in items if item.get_closest_marker(FIRST) is not None]
     rest = [item for item in items if item.get_closest_marker(FIRST) is None]
-    return (sorted(first, key=lambda item: seconds[item.nodeid])
+    return (sorted(first, key=lambda item: (NAMES_THE_BUG not in getattr(item, "fixturenames", ()),
+                                            seconds[item.nodeid]))
             + sorted(rest, key=lambda item: seconds[item.nodeid], reverse=True))
 
 

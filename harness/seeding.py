@@ -11,6 +11,12 @@ on the bodies that tests define inside themselves.
 
 Which base a run pins (if any) is decided with its profile by :mod:`harness.session`.
 
+``--replay-example VERSION:BLOB``, which a failure's replay line carries
+(:mod:`harness.failures`), makes every Hypothesis test of the run run only that
+example, the one Hypothesis's ``@reproduce_failure`` names: the replay fails as
+the failure did, and passes once the example passes (where Hypothesis would
+fail it for not reproducing).
+
 A baseline's statistics hold for the inputs they came from.  :func:`draws_fingerprint`
 digests what decides a run's draws (the seeding scheme and base, the profile's
 budget, whether an example database is replayed) and the first cases a pinned
@@ -32,6 +38,14 @@ from .session import GATE_PROFILE, Draws, draws_of
 
 SCHEME = "base + crc32(module.qualname), accuracy tests per dtype"  # in the fingerprint: a new scheme draws other inputs
 _base: int | None = None  # this process's base seed, if seeds are pinned
+_example: str | None = None  # --replay-example: the one example every Hypothesis test of this process runs
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("softmax", "softmax accuracy suite")
+    group.addoption("--replay-example", metavar="VERSION:BLOB",
+                    help="run only this example in each Hypothesis test (Hypothesis's @reproduce_failure): what a "
+                         "failure's replay line names")
 
 
 def seed_of(name: str, base: int) -> int:
@@ -39,9 +53,12 @@ def seed_of(name: str, base: int) -> int:
 
 
 def pin_seed(test):
-    """Give a test (or the body ``@given`` wraps) its pinned seed, if this run pins seeds."""
+    """Give a test (or the body ``@given`` wraps) its pinned seed, if this run pins seeds, and the one example it
+    replays, if the run replays one."""
     if _base is not None:
         hypothesis_internals.pin_seed(test, seed_of(f"{test.__module__}.{test.__qualname__}", _base))
+    if _example is not None:
+        hypothesis_internals.reproduced(test, _example)
     return test
 
 
@@ -79,9 +96,33 @@ def draws_fingerprint(backend: str, draws: Draws = GATE_DRAWS, examples: int = 4
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """The base the session decided (:func:`harness.session.draws_of`)."""
-    global _base
+    """The base the session decided (:func:`harness.session.draws_of`), and the example replayed, checked."""
+    global _base, _example
     _base = draws_of(config).seed_base
+    _example = config.getoption("replay_example", None)
+    if _example is not None:
+        try:
+            hypothesis_internals.reproduced(lambda: None, _example)
+        except ValueError as error:
+            raise pytest.UsageError(f"--replay-example: {error}") from None
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item):
+    """Under ``--replay-example``: a replayed example that passes passes its test (the failure it replays is gone);
+    what Hypothesis says of one that fails goes on the failure as notes, as for an example it found."""
+    if _example is None:
+        return (yield)
+    said: list[str] = []
+    try:
+        with hypothesis_internals.reports_kept(said):
+            return (yield)
+    except Exception as error:
+        if hypothesis_internals.replay_passed(error):
+            return None
+        for text in said:
+            error.add_note(text)
+        raise
 
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list) -> None:

@@ -30,6 +30,7 @@ import pytest
 from hypothesis.errors import UnsatisfiedAssumption
 
 from . import calls, payload
+from .failures import name_example
 from .seeding import pin_seed
 from .session import session_of
 
@@ -51,7 +52,8 @@ def timeboxed(test):
 
     Once the running test's share of a soak is spent, the examples left return at
     once, unless one has failed: its replays and shrinking must run for real.
-    The body takes the pinned seed, if any (``@given`` reads it from its body).
+    The body takes the pinned seed, if any (``@given`` reads it from its body), and
+    a failure in it the example it failed on, for its report (:mod:`harness.failures`).
     """
 
     @functools.wraps(test)
@@ -64,8 +66,9 @@ def timeboxed(test):
             result = test(*args, **kwargs)
         except UnsatisfiedAssumption:
             raise
-        except BaseException:
+        except BaseException as error:
             _failed = True
+            name_example(error, kwargs)
             raise
         _ran += 1
         if _progress is not None:

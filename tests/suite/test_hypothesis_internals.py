@@ -9,10 +9,12 @@ import time
 
 import hypothesis
 import pytest
-from hypothesis import Phase, given, settings
+from hypothesis import Phase, core, given, settings
 from hypothesis import strategies as st
 from hypothesis.database import InMemoryExampleDatabase
+from hypothesis.errors import DidNotReproduce
 from hypothesis.internal.conjecture import engine, providers
+from hypothesis.reporting import with_reporter
 
 from harness import hypothesis_internals, profiles
 from harness.session import session_of
@@ -78,10 +80,21 @@ def test_this_run_shrinks_for_its_profiles_bound(pytestconfig):
                                             else bound)
 
 
-def test_a_failing_example_shrinks_within_the_bound_and_still_fails(monkeypatch):
+def test_the_slow_shrink_warnings_are_what_hypothesis_reports_when_the_bound_stops_a_shrink():
+    source = inspect.getsource(engine.ConjectureRunner)
+    assert f'report(\n                "{hypothesis_internals.SLOW_SHRINK_WARNING}' in source
+    assert "self.exit_with(ExitReason.very_slow_shrinking)" in source
+    assert "report(msg)" in inspect.getsource(core) and "it took too long to shrink" in inspect.getsource(core)
+    assert core.report is engine.report  # the one report the run's bound replaces in both
+
+
+def test_a_failing_example_shrinks_within_the_bound_still_fails_and_says_the_bound_stopped_it(monkeypatch):
+    """Not Hypothesis's "more than five minutes ... PLEASE REPORT THIS", five lines in every failure's output."""
     monkeypatch.setattr(engine, "MAX_SHRINKING_SECONDS", engine.MAX_SHRINKING_SECONDS)  # restored after the test
+    monkeypatch.setattr(engine, "report", engine.report)
+    monkeypatch.setattr(core, "report", core.report)
     hypothesis_internals.bound_shrinking(1)
-    failures = []
+    failures, said = [], []
 
     @settings(max_examples=100, database=None, deadline=None, phases=[Phase.generate, Phase.shrink])
     @given(st.lists(st.integers(0, 2**32), min_size=3))
@@ -91,8 +104,43 @@ def test_a_failing_example_shrinks_within_the_bound_and_still_fails(monkeypatch)
             failures.append(time.perf_counter())
             raise AssertionError("planted")
 
-    with pytest.raises(AssertionError, match="planted"):
+    with pytest.raises(AssertionError, match="planted"), with_reporter(said.append):
         fails()
     # Unbounded, shrinking these three integers takes about sixty calls, six seconds, past the first failure; the
     # bound is checked between calls, and the smallest example found is run once more to report it.
     assert 1 < time.perf_counter() - failures[0] < 4
+    assert not any(words in line for line in said for words in ("five minutes", "PLEASE REPORT", "@seed(")), said
+    assert "Hypothesis stopped shrinking at the run's bound of 1 s (harness/profiles.py): the failing example told " \
+           "is the smallest it had found by then" in said
+
+
+def test_a_failures_blob_replays_its_example_alone_and_a_passing_replay_is_told_apart():
+    """What a replay line's --replay-example runs (harness/seeding.py): the failing example, and no other."""
+    seen = []
+
+    def body(n):
+        seen.append(n)
+        assert n < 1000, "planted"
+
+    @settings(max_examples=200, database=None, phases=[Phase.generate, Phase.shrink])
+    @given(st.integers())
+    def fails(n):
+        body(n)
+
+    with pytest.raises(AssertionError) as caught:
+        fails()
+    blob, failing = hypothesis_internals.failure_blob(caught.value), seen[-1]
+    assert blob and blob.startswith(f"{hypothesis.__version__}:")
+    seen.clear()
+    said = []  # what Hypothesis says of the replayed example, which it would print
+    with pytest.raises(AssertionError, match="planted"), hypothesis_internals.reports_kept(said):
+        given(st.integers())(hypothesis_internals.reproduced(body, blob))()
+    assert seen == [failing] and said == [f"Falsifying example: body(\n    n={failing},\n)"], said
+    with pytest.raises(DidNotReproduce) as passed:
+        given(st.integers())(hypothesis_internals.reproduced(lambda n: None, blob))()
+    assert hypothesis_internals.replay_passed(passed.value)
+    with pytest.raises(DidNotReproduce) as other:  # the blob of another test's choices
+        given(st.lists(st.integers(), min_size=5))(hypothesis_internals.reproduced(lambda values: None, blob))()
+    assert not hypothesis_internals.replay_passed(other.value)
+    with pytest.raises(ValueError, match="not VERSION:BLOB"):
+        hypothesis_internals.reproduced(body, "'; rm -rf ~")

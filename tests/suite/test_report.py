@@ -344,6 +344,9 @@ def test_a_corrupt_durations_file_is_a_usage_error(run_pytest, tmp_path):
 @pytest.mark.parametrize("text,headline", [
     ("tests/t.py::test_x[k]\nBeyondBound: k: 3 of 8 elements beyond the derived bound\nworst element: row 0",
      "BeyondBound: k: 3 of 8 elements beyond the derived bound"),  # the one-screen failure, led by its test id
+    ("tests/t.py::test_x[k]\nHypothesis found 2 distinct failures (ExceptionGroup of 2); the first, told here "
+     "(--tb=long tells them all):\nAssertionError: k returned numbers\nreplay in one step: python -m pytest",
+     "AssertionError: k returned numbers"),  # a group's, by its first failure (harness/failures.py)
     ("def test_x():\n>       assert 1 == 2\nE       AssertionError: assert 1 == 2", "AssertionError: assert 1 == 2"),
     ("[gw0] linux -- Python 3.11.7 /usr/bin/python\nworker 'gw0' crashed while running 'tests/t.py::test_x[k]'",
      "worker 'gw0' crashed while running 'tests/t.py::test_x[k]'"),

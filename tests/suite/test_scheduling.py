@@ -50,15 +50,46 @@ def test_each_process_takes_its_share_of_the_threads_and_passes_it_on(run_pytest
     assert seen and set(seen.values()) == {f"{share} {share}"}, seen
 
 
-def test_a_test_the_durations_do_not_name_takes_the_longest_of_its_family():
-    class Item:
-        def __init__(self, nodeid):
-            self.nodeid = nodeid
+class Item:
+    """What the ordering reads of a collected test: its id, whether it is marked first, its fixtures."""
 
-        def get_closest_marker(self, name):
-            return None
+    def __init__(self, nodeid, first=False, fixturenames=()):
+        self.nodeid, self.first, self.fixturenames = nodeid, first, fixturenames
+
+    def get_closest_marker(self, name):
+        return name if name == "first" and self.first else None
+
+
+def test_a_test_the_durations_do_not_name_takes_the_longest_of_its_family():
 
     items = [Item(n) for n in ("t.py::short", "t.py::acc[user-float32]", "t.py::new", "t.py::acc[full-float32]")]
     durations = {"t.py::short": 1.0, "t.py::acc[full-float32]": 90.0, "t.py::acc[torch-float32]": 40.0}
     assert [i.nodeid for i in first_looks_then_longest(items, durations)] == [
         "t.py::acc[user-float32]", "t.py::acc[full-float32]", "t.py::short", "t.py::new"]
+
+
+def test_of_the_tests_marked_first_those_that_record_accuracy_come_first_of_all():
+    """Their failure names the bug; a cheap check's (a special case, the bias) is often its side effect."""
+    items = [Item("special[+inf]", first=True), Item("bias", first=True), Item("long"),
+             Item("accuracy[float32]", first=True, fixturenames=("kernel", "accuracy_record")),
+             Item("accuracy[bfloat16]", first=True, fixturenames=("kernel", "accuracy_record"))]
+    durations = {"special[+inf]": 0.01, "bias": 2.0, "long": 300.0, "accuracy[float32]": 40.0,
+                 "accuracy[bfloat16]": 20.0}
+    assert [i.nodeid for i in first_looks_then_longest(items, durations)] == [
+        "accuracy[bfloat16]", "accuracy[float32]", "special[+inf]", "bias", "long"]
+
+
+# xdist stops a run at -x's first failure by interrupting it.
+@pytest.mark.parametrize("args,status", [((), pytest.ExitCode.TESTS_FAILED),
+                                         (("-n", "2"), pytest.ExitCode.INTERRUPTED)],
+                         ids=["in collection order", "under xdist"])
+def test_under_x_the_first_failure_told_is_the_accuracy_tests(run_pytest, args, status):
+    """NaN dropped before the max fails the special case 'nan' within milliseconds, the bias test within a second,
+    and the accuracy tests, which name the bug, on their first catalog input: under -x, told first."""
+    result = run_pytest(*args, "-x", "tests/kernel", "-k", "special_case or mean_signed or test_output_within",
+                        "--device", "cpu", "--hypothesis-profile", "mutation", "--kernel",
+                        "specs.mutants:nan_dropped_by_max")
+    assert result.returncode == status, result.stdout[-3000:]
+    told = [line for line in result.stdout.splitlines() if line.startswith("failure: ")]
+    assert told and told[0].startswith("failure: tests/kernel/test_accuracy.py::test_output_within_derived_bound["), \
+        told
