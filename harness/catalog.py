@@ -65,6 +65,9 @@ CATALOG: dict[str, Case] = {
     "leading tiles of -inf (online softmax)": matrix(2, 600, FP32, specials=Specials(neg_inf_head=0.5), seed=22),
     # More rows than a narrow row index reaches: rows past the wrap land on earlier ones.
     "row index wraps": matrix(300, 7, FP32, seed=23),
+    # Half-precision log_softmax over a dim other than the last, vectorised over the inner dim, that stored one SIMD
+    # vector's running max for both halves of a block (pytorch PR 156379): columns whose maxima lie far apart.
+    "max of half a SIMD vector (dim != -1)": Case((7, 20), 0, BF16, Values("normal", 1e3), seed=25),
     # Data equal to the sentinels masking code uses (-1e4, finfo.min): kept as data, never as masked.
     "sentinel values as data": matrix(8, 64, FP16, Values("sentinel", -65504.0), seed=24),
 }
