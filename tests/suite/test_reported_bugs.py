@@ -1,7 +1,7 @@
 """Bugs reported in public projects (specs/reported_bugs.py) are caught by the gate's draws, on the path they live on.
 
 Each reported bug, reproduced as a kernel declaring what the reported kernel handled, runs through the tests that
-judge a kernel's numbers in sub-runs of the gate's pinned draws (the ``mutation`` profile: the ``ci`` profile's
+judge a kernel's numbers in sub-runs on the CPU, of the gate's pinned draws (the ``mutation`` profile: the ``ci`` profile's
 examples, a test stopping at its first failing one), each kernel stopped at its first failed test.  It must fail one
 with a verdict on its numbers (not a crash: ``test_mutation.is_verdict``), on the operation the bug lives on.  Its
 control, the same algorithm with the bug fixed, then runs the test that caught the bug and must pass it: the catch
@@ -17,6 +17,7 @@ from tests.suite.test_mutation import failing_tests
 
 CATCHING_TESTS = ("tests/kernel/test_accuracy.py", "tests/kernel/test_special_cases.py",
                   "tests/kernel/test_statistical_bias.py", "tests/kernel/test_metamorphic.py")
+ON_THE_CPU = ("--device", "cpu")  # the reproductions are CPU-scale torch code (offsets wrap at 2^14), on any machine
 NAMES = [record.name for record in BUGS]
 SUB_RUNS = sorted({record.operation for record in BUGS})  # one per operation, side by side on the workers
 
@@ -32,7 +33,7 @@ def sub_run_of(name: str) -> str:
 def judged_by(operation: str) -> tuple[str, ...]:
     """What a sub-run judges: every catching test for softmax's bugs; for another operation's (whose kernels carry
     a correct plain softmax), the tests of that operation alone."""
-    return CATCHING_TESTS if operation == "softmax" else (*CATCHING_TESTS, "-k", operation)
+    return (*ON_THE_CPU, *CATCHING_TESTS, *(() if operation == "softmax" else ("-k", operation)))
 
 
 @pytest.fixture
@@ -76,6 +77,6 @@ def test_each_control_passes_the_test_that_caught_its_bug(caught_in, run_pytest,
                         .replace(f"[{selector(name)}]", f"[{selector(name, fixed=True)}]")
                     for name, nodes in caught.items() for node in nodes})
     controls = [selector(name, fixed=True) for name, nodes in caught.items() if nodes]
-    failed, output = failing_tests(run_pytest, controls, tmp_path / "junit.xml", *tests)
+    failed, output = failing_tests(run_pytest, controls, tmp_path / "junit.xml", *ON_THE_CPU, *tests)
     assert not any(failed.values()), f"false alarms on the controls: {failed}\n{output[-3000:]}"
     assert f"{len(tests)} passed" in output, output[-3000:]  # each ran, none skipped
