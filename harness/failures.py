@@ -50,7 +50,8 @@ from .session import PINNED_PROFILES, session_of
 EXAMPLE = "softmax_example"  # the attribute of a failure's exception: the example it failed on, argument -> repr
 ASSERTION_INTROSPECTION = "\nassert "  # where pytest's rewritten assertion appends its explanation to the message
 RECIPE_CALLS = tuple(f"{recipe}(" for recipe in RECIPES)  # an argument that is an input's recipe, as repr writes it
-HYPOTHESIS_NOTES_LEFT_OUT = ("Falsifying", "Explanation:", "You can reproduce this example")
+# The notes Hypothesis adds that the report says in its own lines ("Failing test case" is newer Hypothesis's wording).
+HYPOTHESIS_NOTES_LEFT_OUT = ("Falsifying", "Failing test case", "Explanation:", "You can reproduce this example")
 
 
 def name_example(error: BaseException, kwargs: dict) -> None:

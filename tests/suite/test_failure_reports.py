@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.failures import HYPOTHESIS_NOTES_LEFT_OUT
 from harness.replay import PREFIX
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -70,8 +71,12 @@ def screen_lines(lines: list[str]) -> int:
 
 
 @pytest.fixture
-def failed(once, run_pytest) -> dict:
-    """The sub-run, once for the whole run: its exit status and each failure's lines, by test id."""
+def failed(once, run_pytest, backend) -> dict:
+    """The sub-run, once for the whole run: its exit status and each failure's lines, by test id.  The planted
+    kernels run under Triton's interpreter, which the devices' Triton (3.6 with numpy 2) cannot run for them:
+    judged where the run's backend is the CPU (the reports are the same code on every backend)."""
+    if backend.name != "cpu":
+        pytest.skip(f"the planted kernels run under Triton's interpreter; this run's backend is {backend.name}")
 
     def make(folder):
         kernels = [arg for kernel in sorted({kernel for kernel, _ in KINDS.values()}) for arg in ("--kernel", kernel)]
@@ -90,7 +95,8 @@ def test_a_failure_of_each_kind_fits_a_screen_and_names_its_kernel_its_input_and
     assert screen_lines(lines) <= SCREEN, told
     assert KINDS[kind][0] in "\n".join(lines[2:]), told  # the message names the kernel
     assert "Case(" in told or "shape=(" in told, told  # and the input: its recipe, else how it was built
-    assert lines[1] == node_of(kind) and "def test_" not in told and "Falsifying" not in told, told
+    assert lines[1] == node_of(kind) and "def test_" not in told, told
+    assert not any(note in told for note in HYPOTHESIS_NOTES_LEFT_OUT), told
     assert sum(line.startswith(PREFIX) for line in lines) == 1, told
 
 
