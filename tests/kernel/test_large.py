@@ -122,12 +122,11 @@ def size(nbytes: int) -> str:
     return f"{nbytes / 2**10:.1f} KiB"
 
 
-def need_device_memory(backend, needed: dict[str, int]) -> None:
-    """Skip, naming the GiB needed (by buffer) and free, where the device has less free."""
-    runtime = getattr(torch, backend.name)
-    runtime.empty_cache()  # what this process's earlier tests left cached counts as free
-    free, _ = runtime.mem_get_info(backend.device)
+def need_device_memory(free_device_memory, needed: dict[str, int]) -> None:
+    """Skip, naming the GiB needed (by buffer) and free, where the device has less free (after the other workers
+    gave back what they keep cached: tests/kernel/conftest.py)."""
     total = sum(needed.values())
+    free = free_device_memory(total)
     if free < total:
         parts = ", ".join(f"{name} {size(nbytes)}" for name, nbytes in needed.items() if nbytes)
         pytest.skip(f"needs {size(total)} of free device memory ({parts}), {size(free)} free")
@@ -175,9 +174,9 @@ def judged_large(kernel, backend, op: Declared, dtype: torch.dtype, shape: tuple
     return judge(kernel, kernel.run(call))
 
 
-def check_large(kernel, backend, op: Declared, dtype: torch.dtype, shape: tuple[int, ...]) -> None:
+def check_large(kernel, backend, free_device_memory, op: Declared, dtype: torch.dtype, shape: tuple[int, ...]) -> None:
     """Skipped where the device lacks the memory; else refused as declared, or right on its first and last rows."""
-    need_device_memory(backend, bytes_needed(kernel, op, dtype, shape))
+    need_device_memory(free_device_memory, bytes_needed(kernel, op, dtype, shape))
     verdict = judged_large(kernel, backend, op, dtype, shape)
     if verdict is not None:
         verdict.check()
@@ -190,23 +189,23 @@ def large_cases() -> list:
 
 
 @pytest.mark.parametrize("op,dtype", large_cases())
-def test_offsets_past_2_31_elements(kernel, backend, op, dtype):
+def test_offsets_past_2_31_elements(kernel, backend, free_device_memory, op, dtype):
     declared(kernel, op, (dtype,))
     device_only(backend)
-    check_large(kernel, backend, op, dtype, shape_past(kernel, backend, 2**31))
+    check_large(kernel, backend, free_device_memory, op, dtype, shape_past(kernel, backend, 2**31))
 
 
 @pytest.mark.parametrize("op", [pytest.param(op, id=op.name) for op in OPERATIONS.values()])
-def test_offsets_past_2_32_elements(kernel, backend, op):
+def test_offsets_past_2_32_elements(kernel, backend, free_device_memory, op):
     """In the op's smallest dtype the kernel declares: 8 GiB of half input, 16 of fp32."""
     dtype = min(declared(kernel, op, op.dtypes), key=lambda d: d.itemsize)
     device_only(backend)
-    check_large(kernel, backend, op, dtype, shape_past(kernel, backend, 2**32))
+    check_large(kernel, backend, free_device_memory, op, dtype, shape_past(kernel, backend, 2**32))
 
 
 @pytest.mark.parametrize("dtype", [pytest.param(dtype, id=str(format_of(dtype))) for dtype in TESTED_DTYPES])
-def test_more_rows_than_a_grid_dimension_holds(kernel, backend, dtype):
+def test_more_rows_than_a_grid_dimension_holds(kernel, backend, free_device_memory, dtype):
     declared(kernel, SOFTMAX, (dtype,))
     device_only(backend)
     cols = min(16, kernel.capabilities.row_limit(backend.name) or 16)
-    check_large(kernel, backend, SOFTMAX, dtype, rows_of(kernel, ROWS_PAST_GRID_LIMIT, cols))
+    check_large(kernel, backend, free_device_memory, SOFTMAX, dtype, rows_of(kernel, ROWS_PAST_GRID_LIMIT, cols))
