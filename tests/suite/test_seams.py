@@ -81,7 +81,7 @@ def test_a_seam_follows_the_softmax_dim_of_any_rank():
 
 
 def test_tiles_are_the_declared_boundaries_and_the_powers_that_kernels_use():
-    assert POWERS["cpu"] == (16, 64, 256, 1024, 4096) and POWERS["cuda"][-1] == 65536
+    assert POWERS["cpu"] == (16, 64, 256, 1024, 4096) and POWERS["cuda"][-1] == 16384
     assert tiles((1000, 3000), "cpu") == (16, 64, 256, 1000, 1024, 3000, 4096)
 
 
