@@ -24,7 +24,7 @@ The building blocks:
   +inf, NaN;
 * :func:`masks`: keep-masks with partially and fully masked rows, and structured ones (causal, sliding window,
   padding, block-sparse: :mod:`harness.seams`);
-* :func:`seams`: special values at the seams of tiled kernels' rows (whole tiles of -inf, heads and tails a
+* :func:`fitting_seams`: special values at the seams of tiled kernels' rows (whole tiles of -inf, heads and tails a
   tile plus or minus one long, lone NaN / inf at a tile's first and last element): :mod:`harness.seams`;
 * :func:`cases`: all of the above within one kernel's declared capabilities.
 
@@ -582,12 +582,6 @@ def fitting_seams(longest: dict[int, int]) -> list[Seam]:
             if p.length(t) <= most]
 
 
-def seams(longest: dict[int, int]) -> st.SearchStrategy[Seam]:
-    """Placements at the seams of tiles whose rows fit (:func:`fitting_seams`): shrinks toward the first."""
-    fitting = fitting_seams(longest)
-    if not fitting:
-        raise ValueError(f"seams: no placement fits the rows allowed at the tiles {longest}")
-    return st.sampled_from(fitting)
 
 
 # ---------------------------------------------------------------------------- cases
@@ -677,9 +671,9 @@ def cases(draw, capabilities: Capabilities, backend: str, *, dtypes=None, masked
     dtype = draw(st.sampled_from(usable_dtypes(capabilities, dtypes)))
     boundaries = tuple(capabilities.path_boundaries.get(backend, ()))
     seam = None
-    longest = seam_rows(capabilities, backend, dtype, caps)
-    if specials and fitting_seams(longest) and draw(st.integers(0, 3)) == 3:  # one draw in four: specials at seams
-        seam = draw(seams(longest))
+    fitting = fitting_seams(seam_rows(capabilities, backend, dtype, caps))
+    if specials and fitting and draw(st.integers(0, 3)) == 3:  # one draw in four: specials at seams
+        seam = draw(st.sampled_from(fitting))  # shrinks toward the first
     shape, dim = draw(shapes(ranks=capabilities.ranks or {1, 2, 3, 4}, last_dim_only=capabilities.last_dim_only,
                              max_elements=caps.elements(dtype), max_row=longest_row(capabilities, backend, dtype, caps),
                              boundaries=boundaries, row_length=seam and seam.row_length))
