@@ -373,6 +373,19 @@ def _dominant(scale, shape, dtype, dim, g):  # one logit far above the rest of i
     return x.scatter(dim, top, scale)
 
 
+def _tied_max(scale, shape, dtype, dim, g):
+    """Each row's maximum tied over k of its n entries, k in [n/2, n] and distinct from row to row while n allows,
+    the rest ``scale`` below: exact outputs 1/k (to within e^-scale), one distinct quotient per row."""
+    n = shape[dim]
+    others = list(shape)
+    del others[dim]
+    rows, low = math.prod(others), (n + 1) // 2
+    ties = low + torch.randperm(n - low + 1, generator=g).repeat(-(-rows // (n - low + 1)))[:rows]
+    ranks = torch.rand((rows, n), generator=g, dtype=torch.float32).argsort(-1).argsort(-1)
+    top = torch.randn((rows, 1), generator=g, dtype=F64)
+    return torch.where(ranks < ties[:, None], top, top - scale).reshape(*others, n).movedim(-1, dim)
+
+
 def _underflow(scale, shape, dtype, dim, g):  # gaps so wide that exp underflows to subnormals and zero
     reach = {torch.float16: 24.0}.get(dtype, 110.0) * scale
     return -torch.rand(shape, generator=g, dtype=F64) * reach
@@ -412,6 +425,7 @@ VALUE_CLASSES = {c.name: c for c in (
     ValueClass("normal", _normal, POSITIVE, SCALES, sweep=(4.0, 1e-3, 30.0)),
     ValueClass("uniform", _uniform, POSITIVE, SCALES, sweep=(30.0, 1.0)),
     ValueClass("equal", _equal, POSITIVE, (1.0, 1e3), sweep=(1.0, 1e3)),
+    ValueClass("tied-max", _tied_max, POSITIVE, (30.0, 1e4), sweep=(1e4, 30.0)),
     ValueClass("dominant", _dominant, POSITIVE, (10.0, 50.0, 200.0), sweep=(50.0, 200.0)),
     ValueClass("underflow", _underflow, POSITIVE, (0.5, 1.0, 2.0), sweep=(1.0, 2.0)),
     ValueClass("near-max", _near_max, POSITIVE, (0.5, 1e-3), sweep=(0.5, 1e-3)),

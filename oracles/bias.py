@@ -66,7 +66,8 @@ addition whose smaller operand reaches the result's ulp.  What can remain:
    difference lies within 2 beta_exp (assuming the exp's error does not follow
    the position of its results within their binades).  Each rescale of an
    online sum multiplies the sum by one more exp: 2 beta_exp more each.
-2. The division's bias, beta_div ulps (``Arithmetic.div_bias_ulps``).
+2. The division's bias, beta_div ulps (``Arithmetic.div_bias_ulps``), over
+   the quotients softmax takes (those 1/k of tied rows below included).
 3. The sum's small terms.  fl(a + b) rounds the bits of b below ulp(a + b);
    when b itself is below that ulp those bits are b: fl(a + b) = a, error -b,
    for b under half an ulp (a lost term), +(ulp - b) above.  Systematic, and
@@ -88,13 +89,26 @@ addition whose smaller operand reaches the result's ulp.  What can remain:
 
 So a row's mean signed error m_r (over its distinct used outputs) has
 |E m_r| <= beta_r = 2 (1 + rescales) beta_exp + beta_div + L_r mean_j (f_j /
-ulp(f_j)), beta_exp taken at the row's mean gap.  Second-order terms (E sigma^2 for a relative error sigma of the
+ulp(f_j)), beta_exp taken at the row's mean gap.
+
+Rows tied at their max.  Where every used output of a row sits at the row's
+max (``tied-max`` values: k equal maxima, the rest so far below that their
+outputs lie below the smallest normal), every exponential that counts is
+exp~(0), which every known arithmetic returns as 1 exactly
+(``Arithmetic.exp_of_zero_exact``); a rescale of an online sum by exp~(0) is
+exact, and one by the exp of a gap below -87 multiplies only terms whose
+weights lie below 2^-126.  The sum of k ones is exact, and what remains is the
+quotient 1/k: beta_r = beta_div, with beta_exp = 0.  These rows are what
+judges a directed rounding of fp32 outputs on a backend whose exp is biased:
+Triton's on NVIDIA allows 2 (0.5 + 0.23 |d|) ulp on rows of ordinary logits,
+more than the half ulp a rounding toward +inf adds.  Second-order terms (E sigma^2 for a relative error sigma of the
 sum, t^2 / 2 for the gap's) are below 10^-5 ulp.  A kernel of unknown
 construction takes the largest beta_exp and beta_div of every arithmetic
 known on the backend (as for the conversions toward zero), not the merged
 figures over all backends.
 
-The statistic.  The m_r are independent (identical rows count once) and,
+The statistic.  The m_r are independent (rows with the same exact outputs,
+a permutation of one another or tied rows of the same k, count once) and,
 as means of many bounded errors plus a sum's error (itself a sum of many
 roundings), near normal.  With R rows, mean M and standard deviation s of the
 m_r, Student's t test at two-sided false-alarm probability p:
@@ -140,8 +154,9 @@ def rounds_toward_zero(arithmetic: Arithmetic, backend_arithmetics: Sequence[Ari
 
 
 def before_output_rounding(arithmetic: Arithmetic) -> Arithmetic:
-    """The same arithmetic with its roundings to a half output format taken out (exact conversions)."""
-    return replace(arithmetic, downcast_ulps={d: 0.0 for d in HALF_DTYPES}, exp_rounded_to_output=False,
+    """The same arithmetic with its roundings to a narrower output format taken out (exact conversions: to fp16
+    and bf16, and to fp32 from float64 compute)."""
+    return replace(arithmetic, downcast_ulps={d: 0.0 for d in (*HALF_DTYPES, torch.float32)}, exp_rounded_to_output=False,
                    subnormal_downcast_unreliable=frozenset())
 
 
@@ -250,7 +265,7 @@ def measure_bias(x: np.ndarray, y: np.ndarray, exact: np.ndarray, out: Format, p
 def row_bias(x: np.ndarray, y: np.ndarray, exact: np.ndarray, out: Format, profile: PrecisionProfile,
              backend_arithmetics: Sequence[Arithmetic]) -> Bias:
     """The mean of the rows' mean signed errors, for outputs in the compute format, and its allowance."""
-    _, first = np.unique(x, axis=0, return_index=True)  # identical rows are one unit
+    _, first = np.unique(np.sort(exact, axis=-1), axis=0, return_index=True)  # rows of the same outputs: one unit
     x, y, exact = (a[np.sort(first)] for a in (x, y, exact))
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
         terms = sum_terms(x, exact, out, profile)
@@ -268,6 +283,8 @@ def row_bias(x: np.ndarray, y: np.ndarray, exact: np.ndarray, out: Format, profi
     peak = np.max(np.where(terms.regular, x, -np.inf), axis=-1, keepdims=True)
     gaps = np.where(used, np.abs(x - peak), 0.0).sum(axis=-1)[judged] / counts[judged]  # mean |d| per row
     exp_bias = max(a.exp_bias_ulps for a in known) + max(a.exp_bias_per_gap for a in known) * gaps
+    if all(a.exp_of_zero_exact for a in known):
+        exp_bias = np.where(gaps == 0, 0.0, exp_bias)  # every used output at the max: see "Rows tied at their max"
     operations = float(np.mean(2 * (1 + profile.reduction.rescales(x.shape[-1])) * exp_bias
                                + max(a.div_bias_ulps for a in known))) if rows else 0.0
     statistical = sampling_margin(means) if rows >= MIN_ROWS else math.inf

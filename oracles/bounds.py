@@ -110,6 +110,9 @@ class Arithmetic:
     # A bias of the exp growing with the gap |d|, in ulps of C per unit of |d|: exp as 2^(d log2e) with
     # log2e rounded to the compute format errs by |d| (log2e - fl(log2e)) ln 2 relative, one sign for every d.
     exp_bias_per_gap: float = 0.0
+    # exp~(0) is 1 exactly (C's Annex F for expf, PTX's ex2 of +-0, numpy's and Sleef's exp; tests/suite/
+    # test_profiles.py checks it): rows whose outputs all sit at the row's max carry no exp bias (oracles/bias.py).
+    exp_of_zero_exact: bool = True
     # Error of the final conversion to a narrower output dtype, in output ulps
     # (0.5 = round to nearest, 1 = toward zero); a dtype not listed is treated as 1.
     downcast_ulps: Mapping[torch.dtype, float] = field(default_factory=dict)

@@ -64,10 +64,10 @@ ARITHMETIC = {
     # Its sums are exact to n 2^-47 and its reciprocal float64; modelled as fp32 sums (a looser,
     # still valid bound).
     # libdevice expf's bias is unmeasured (its worst case); the float64 reciprocal and product err by
-    # 2^-29 ulp before one rounding to nearest.
+    # 2^-29 ulp before one rounding to nearest (biased on rows of tied maxima as any: oracles/profiles.py).
     ("cuda", "precise"): replace(TRITON_NVIDIA, name="full_softmax on NVIDIA (libdevice expf, exact sums)",
                                  exp_ulps=2.5, exp_ulps_per_gap=0.0, div_ulps=0.51, exact_gap=True,
-                                 exp_bias_ulps=2.5, div_bias_ulps=0.01, exp_bias_per_gap=0.0),
+                                 exp_bias_ulps=2.5, div_bias_ulps=0.05, exp_bias_per_gap=0.0),
     # A correctly rounded reciprocal and a product: 1.5 ulps, within div.full's 2.5, and unbiased.
     ("cuda", "half"): replace(TRITON_NVIDIA, name="full_softmax on NVIDIA, half output (tl.exp, reciprocal)",
                               div_bias_ulps=0.0),

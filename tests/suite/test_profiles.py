@@ -1,10 +1,16 @@
-"""The backend's Triton arithmetic stays inside the precision profile the bounds assume.
+"""The backend's arithmetic stays inside the precision profiles the bounds assume.
 
 The profiles' figures were measured once (oracles/profiles.py); these probes
-measure them again on whatever device runs the suite, so a device or a Triton
-version with worse arithmetic fails here instead of passing loose verdicts.
+measure them again on whatever device runs the suite, so a device, a Triton or
+a torch with worse arithmetic fails here instead of passing loose verdicts.
+Each probe runs for both plain constructions: Triton's operations (``tl.exp``,
+``/``, a store's conversion) against the backend's Triton profile, and torch's
+(``torch.exp``, the function its softmax kernels call, an IEEE division, a
+conversion) against the backend's torch profile.
 """
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
@@ -17,8 +23,9 @@ from kernels.full_softmax import arithmetic as call_arithmetic
 from kernels.full_softmax import triton_code
 from kernels.launch import float64_math
 from oracles.bias import sampling_margin
+from oracles.bounds import Arithmetic
 from oracles.formats import FP32, format_of, ulp
-from oracles.profiles import TRITON_ARITHMETIC
+from oracles.profiles import TORCH_ARITHMETIC, TRITON_ARITHMETIC
 from specs import full_softmax
 
 BLOCK = 1024
@@ -46,38 +53,66 @@ def store_probe(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
     tl.store(y_ptr + offsets, tl.load(x_ptr + offsets, mask=mask), mask=mask)  # fp32 -> y's dtype
 
 
-def run(probe, out_dtype, *inputs, device):
-    out = torch.empty(inputs[0].shape, dtype=out_dtype, device=device)
-    n = inputs[0].numel()
-    probe[(triton.cdiv(n, BLOCK),)](*(t.to(device) for t in inputs), out, n, BLOCK=BLOCK)
-    return out.cpu().double().numpy()
+@dataclass(frozen=True)
+class Construction:
+    """How one plain construction computes softmax's steps on the device, and the profile it declares: each
+    step takes fp32 tensors on the CPU and returns its results as float64 numpy values."""
+
+    arithmetic: Arithmetic
+    exp: Callable[[torch.Tensor], np.ndarray]
+    divide: Callable[[torch.Tensor, torch.Tensor], np.ndarray]
+    convert: Callable[[torch.Tensor, torch.dtype], np.ndarray]  # fp32 -> a narrower dtype
+
+
+def triton_construction(backend) -> Construction:
+    def run(probe, out_dtype, *inputs):
+        out = torch.empty(inputs[0].shape, dtype=out_dtype, device=backend.device)
+        n = inputs[0].numel()
+        probe[(triton.cdiv(n, BLOCK),)](*(t.to(backend.device) for t in inputs), out, n, BLOCK=BLOCK)
+        return out.cpu().double().numpy()
+
+    return Construction(TRITON_ARITHMETIC[backend.name], lambda d: run(exp_probe, torch.float32, d),
+                        lambda a, b: run(div_probe, torch.float32, a, b), lambda x, dtype: run(store_probe, dtype, x))
+
+
+def torch_construction(backend) -> Construction:
+    def on_device(step):
+        return lambda *args: step(*(a.to(backend.device) if isinstance(a, torch.Tensor) else a for a in args)).cpu().double().numpy()
+
+    return Construction(TORCH_ARITHMETIC[backend.name], on_device(torch.exp), on_device(torch.div),
+                        on_device(lambda x, dtype: x.to(dtype)))
+
+
+@pytest.fixture(params=["triton", "torch"])
+def construction(request, backend) -> Construction:
+    if request.param == "torch" and backend.name not in TORCH_ARITHMETIC:
+        pytest.skip(f"no profile of torch's own kernels on {backend.name}")
+    return {"triton": triton_construction, "torch": torch_construction}[request.param](backend)
 
 
 def generator(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
 
 
-@pytest.fixture
-def arithmetic(backend):
-    return TRITON_ARITHMETIC[backend.name]
-
-
-def exp_probe_results(device) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """tl.exp on the device over softmax's gaps (down to -104, and in [-1, 0]): the gaps, results and exact values."""
+def exp_probe_results(construction: Construction) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The exp over softmax's gaps (down to -104, and in [-1, 0]): the gaps, results and exact values."""
     g = generator(1)
     d = torch.cat([-torch.rand(1 << 15, generator=g) * 104, -torch.rand(1 << 13, generator=g)]).float()
-    got = run(exp_probe, torch.float32, d, device=device)
     gap = d.double().numpy()
-    return gap, got, np.exp(gap)
+    return gap, construction.exp(d), np.exp(gap)
 
 
-def division_probe_results(device) -> tuple[np.ndarray, np.ndarray]:
-    """``/`` on the device over a softmax's quotients (normal and subnormal dividends): results and exact values."""
+def general_quotients() -> tuple[torch.Tensor, torch.Tensor]:
+    """A softmax's quotients e / S: normal and subnormal dividends, divisors up to 4097."""
     g = generator(2)
     a = torch.cat([torch.rand(1 << 15, generator=g), torch.rand(1 << 12, generator=g) * 2.0**-120]).float()
-    b = (torch.rand(a.numel(), generator=g) * 4096 + 1).float()
-    got = run(div_probe, torch.float32, a, b, device=device)
-    return got, a.double().numpy() / b.double().numpy()
+    return a, (torch.rand(a.numel(), generator=g) * 4096 + 1).float()
+
+
+def tied_quotients() -> tuple[torch.Tensor, torch.Tensor]:
+    """The quotients 1/k of rows of k tied maxima (the statistical bias test's, k in [128, 1024])."""
+    k = torch.arange(128, 1025, dtype=torch.float32)
+    return torch.ones_like(k), k
 
 
 def mean_signed_error(got: np.ndarray, exact: np.ndarray) -> tuple[float, float]:
@@ -88,66 +123,83 @@ def mean_signed_error(got: np.ndarray, exact: np.ndarray) -> tuple[float, float]
     return float(signed.mean()), sampling_margin(signed)
 
 
-def test_exp_within_profile(backend, arithmetic, note):
-    gap, got, exact = exp_probe_results(backend.device)
+def test_exp_within_profile(construction, note):
+    arithmetic = construction.arithmetic
+    gap, got, exact = exp_probe_results(construction)
     allowed = arithmetic.exp_ulps + arithmetic.exp_ulps_per_gap * np.abs(gap)
     normal = exact >= FP32.min_normal
     error = np.abs(got - exact) / ulp(exact, FP32)
-    note(f"tl.exp: max {error[normal].max():.3f} ulp, allowed {allowed[normal].min():.2f}..{allowed.max():.2f}")
+    note(f"{arithmetic.name}: exp max {error[normal].max():.3f} ulp, allowed {allowed[normal].min():.2f}.."
+         f"{allowed.max():.2f}")
     assert np.all(error[normal] <= allowed[normal])
     subnormal_error = np.abs(got - exact)[~normal] / FP32.min_subnormal
     flushed = (got[~normal] == 0) & arithmetic.flushes_subnormals
     assert np.all((subnormal_error <= allowed[~normal] + 1) | flushed)
 
 
+def test_exp_of_zero_is_one_where_the_profile_says_so(construction):
+    """exp(+0) and exp(-0) are exactly 1 where the profile declares it: the bias test's tied rows
+    (oracles/bias.py) then carry no exp bias."""
+    if not construction.arithmetic.exp_of_zero_exact:
+        pytest.skip(f"{construction.arithmetic.name} does not declare exp(0) exact")
+    assert construction.exp(torch.tensor([0.0, -0.0] * 8)).tolist() == [1.0] * 16
+
+
 GAP_BANDS = ((0, 1), (1, 4), (4, 16), (16, 64), (64, 105))
 
 
-def test_exp_bias_within_profile(backend, arithmetic, note):
-    """tl.exp's mean signed error over softmax's gaps, band by band of |d|, within the profile's exp_bias_ulps
+def test_exp_bias_within_profile(construction, note):
+    """The exp's mean signed error over softmax's gaps, band by band of |d|, within the profile's exp_bias_ulps
     plus exp_bias_per_gap times the band's mean |d| (up to the sample's own margin): a more biased exp would
     let biased kernels pass tests/kernel/test_statistical_bias.py."""
-    gap, got, exact = exp_probe_results(backend.device)
+    arithmetic = construction.arithmetic
+    gap, got, exact = exp_probe_results(construction)
     for low, high in GAP_BANDS:
         band = (-gap >= low) & (-gap < high)
         mean, margin = mean_signed_error(got[band], exact[band])
         allowed = arithmetic.exp_bias_ulps + arithmetic.exp_bias_per_gap * float(np.mean(-gap[band]))
-        note(f"tl.exp, |d| in [{low}, {high}): mean signed error {mean:+.4f} ulp (sampling margin {margin:.4f}), "
-             f"allowed {allowed:.3f}")
+        note(f"{arithmetic.name}: exp, |d| in [{low}, {high}): mean signed error {mean:+.4f} ulp (sampling margin "
+             f"{margin:.4f}), allowed {allowed:.3f}")
         assert abs(mean) <= allowed + margin, (low, high)
 
 
-def test_division_within_profile(backend, arithmetic, note):
-    got, exact = division_probe_results(backend.device)
+def test_division_within_profile(construction, note):
+    arithmetic = construction.arithmetic
+    a, b = general_quotients()
+    got, exact = construction.divide(a, b), a.double().numpy() / b.double().numpy()
     normal = exact >= FP32.min_normal
     error = np.abs(got - exact) / ulp(exact, FP32)
-    note(f"division: max {error[normal].max():.3f} ulp, allowed {arithmetic.div_ulps}")
+    note(f"{arithmetic.name}: division max {error[normal].max():.3f} ulp, allowed {arithmetic.div_ulps}")
     assert np.all(error[normal] <= arithmetic.div_ulps)
     flushed = (got[~normal] == 0) & arithmetic.flushes_subnormals
     assert np.all((np.abs(got - exact)[~normal] <= (arithmetic.div_ulps + 1) * FP32.min_subnormal) | flushed)
 
 
-def test_division_bias_within_profile(backend, arithmetic, note):
-    """The division's mean signed error within the profile's div_bias_ulps (up to the sample's own margin)."""
-    got, exact = division_probe_results(backend.device)
-    mean, margin = mean_signed_error(got, exact)
-    note(f"division: mean signed error {mean:+.4f} ulp (sampling margin {margin:.4f}), allowed "
-         f"{arithmetic.div_bias_ulps}")
+@pytest.mark.parametrize("quotients", [general_quotients, tied_quotients], ids=["general", "tied"])
+def test_division_bias_within_profile(construction, quotients, note):
+    """The division's mean signed error within the profile's div_bias_ulps (up to the sample's own margin), over
+    general quotients and over those of tied rows."""
+    arithmetic = construction.arithmetic
+    a, b = quotients()
+    mean, margin = mean_signed_error(construction.divide(a, b), a.double().numpy() / b.double().numpy())
+    note(f"{arithmetic.name}: division, {quotients.__name__}: mean signed error {mean:+.4f} ulp (sampling margin "
+         f"{margin:.4f}), allowed {arithmetic.div_bias_ulps}")
     assert abs(mean) <= arithmetic.div_bias_ulps + margin
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
-def test_downcast_within_profile(backend, arithmetic, dtype, note):
+def test_downcast_within_profile(construction, dtype, note):
+    arithmetic = construction.arithmetic
     fmt = format_of(dtype)
     g = generator(3)
     x = torch.cat([torch.rand(1 << 14, generator=g),
                    torch.rand(1 << 12, generator=g) * fmt.min_normal]).float()  # normal, then subnormal in fmt
-    got = run(store_probe, dtype, x, device=backend.device)
+    got = construction.convert(x, dtype)
     exact = x.double().numpy()
     normal = exact >= fmt.min_normal
     error = np.abs(got - exact) / ulp(exact, fmt)
     allowed = arithmetic.downcast_ulps.get(dtype, 1.0)
-    note(f"fp32 -> {dtype}: max {error[normal].max():.3f} ulp, allowed {allowed}")
+    note(f"{arithmetic.name}: fp32 -> {dtype}: max {error[normal].max():.3f} ulp, allowed {allowed}")
     assert np.all(error[normal] <= allowed)
     if dtype in arithmetic.subnormal_downcast_unreliable:
         assert np.all(np.abs(got[~normal]) < fmt.min_normal)
