@@ -23,7 +23,7 @@ def softmax(x: torch.Tensor, dim: int) -> torch.Tensor:
     CAPABILITIES.check(x, dim)
     wide = torch.softmax(x.double(), dim)
     nearest = wide.float()
-    return torch.where(nearest.double() < wide, torch.nextafter(nearest, torch.tensor(torch.inf)), nearest)
+    return torch.where(nearest.double() < wide, torch.nextafter(nearest, torch.full_like(nearest, torch.inf)), nearest)
 
 
 def softmax_to_nearest(x: torch.Tensor, dim: int) -> torch.Tensor:
