@@ -130,12 +130,12 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-import mpmath
 import numpy as np
 import torch
 
 from .bounds import Arithmetic, PrecisionProfile, softmax_bound, sum_terms
 from .formats import Format, ulp
+from .settings import MP, numpy_defaults
 
 FALSE_ALARM = 1e-9
 MIN_ROWS = 32  # rows judged in the compute format: t_{1e-9, 31} = 8.6 (the normal quantile is 6.1)
@@ -166,18 +166,21 @@ def t_quantile(dof: int, p: float = FALSE_ALARM) -> float:
 
     The two-sided tail is the regularized incomplete beta I_{dof/(dof + t^2)}(dof/2, 1/2),
     solved for t between the normal quantile (t's tails are heavier) and a doubling upper end.
+    In the oracles' own mpmath context, at its 53 bits: mpmath.mp's precision is the process's (at 8
+    bits, 1 - p rounded to 1 and the search never ended), and a value cached here is kept for the run.
     """
 
     def tail(t):
-        return mpmath.betainc(mpmath.mpf(dof) / 2, 0.5, 0, dof / (dof + t * t), regularized=True)
+        return MP.betainc(MP.mpf(dof) / 2, 0.5, 0, dof / (dof + t * t), regularized=True)
 
-    low = mpmath.sqrt(2) * mpmath.erfinv(1 - mpmath.mpf(p))
+    low = MP.sqrt(2) * MP.erfinv(1 - MP.mpf(p))
     high = 2 * low
     while tail(high) > p:
         high *= 2
-    return float(mpmath.findroot(lambda t: mpmath.log(tail(t) / p), (low, high), solver="anderson"))
+    return float(MP.findroot(lambda t: MP.log(tail(t) / p), (low, high), solver="anderson"))
 
 
+@numpy_defaults
 def sampling_margin(samples: np.ndarray, p: float = FALSE_ALARM) -> float:
     """How far the mean of independent, near-normal ``samples`` may lie from their expectation:
     t_{p, N-1} s / sqrt(N), with s their standard deviation (infinite for fewer than two)."""
@@ -233,6 +236,7 @@ class Bias:
         return abs(self.mean) <= self.allowance.total
 
 
+@numpy_defaults
 def measure_bias(x: np.ndarray, y: np.ndarray, exact: np.ndarray, out: Format, profile: PrecisionProfile,
                  backend_arithmetics: Sequence[Arithmetic]) -> Bias:
     """Mean signed error of ``y`` (rows, float64 values of the output) against ``exact``, and its allowance.
@@ -262,6 +266,7 @@ def measure_bias(x: np.ndarray, y: np.ndarray, exact: np.ndarray, out: Format, p
     return Bias(float(signed.mean()) if n else 0.0, allowance)
 
 
+@numpy_defaults
 def row_bias(x: np.ndarray, y: np.ndarray, exact: np.ndarray, out: Format, profile: PrecisionProfile,
              backend_arithmetics: Sequence[Arithmetic]) -> Bias:
     """The mean of the rows' mean signed errors, for outputs in the compute format, and its allowance."""
@@ -295,6 +300,7 @@ def row_bias(x: np.ndarray, y: np.ndarray, exact: np.ndarray, out: Format, profi
     return Bias(float(means.mean()) if rows else 0.0, allowance)
 
 
+@numpy_defaults
 def small_terms_error(exact: np.ndarray, terms, c: Format) -> np.ndarray:
     """L per row (keepdims): the largest systematic relative error of the row's sum, from operands below
     the ulp of their sum (see the module docstring)."""

@@ -90,6 +90,7 @@ import numpy as np
 import torch
 
 from .formats import FP32, FP64, Format, round_float64, ulp
+from .settings import numpy_defaults
 
 
 @dataclass(frozen=True)
@@ -241,6 +242,7 @@ class SumTerms:
     gamma: np.ndarray  # relative error of the sum from its additions (per row)
 
 
+@numpy_defaults
 def sum_terms(x: np.ndarray, weights: np.ndarray, out: Format, profile: PrecisionProfile) -> SumTerms:
     """Error terms of a row's sum of exponentials; ``weights`` are the exact softmax values."""
     ar, c = profile.arithmetic, profile.arithmetic.compute
@@ -279,6 +281,7 @@ def sum_terms(x: np.ndarray, weights: np.ndarray, out: Format, profile: Precisio
     return SumTerms(regular, gap_error, gap_rounding, tau, exp_error, a, w, gamma)
 
 
+@numpy_defaults
 def softmax_bound(x: np.ndarray, exact: np.ndarray, out: Format, profile: PrecisionProfile) -> np.ndarray:
     """Per-element bound B_j, in ulps of ``out`` at the exact value (see the module docstring).
 
@@ -303,6 +306,7 @@ def softmax_bound(x: np.ndarray, exact: np.ndarray, out: Format, profile: Precis
     return np.where(t.regular & (t.w < 1) & (t.gamma < 1), bound, np.where(t.regular, np.inf, np.nan))
 
 
+@numpy_defaults
 def log_softmax_bound(x: np.ndarray, exact: np.ndarray, out: Format, profile: PrecisionProfile) -> np.ndarray:
     """Per-element bound for log_softmax, y_j = fl(fl(x_j - m) - log~(S~)), in ulps of ``out``.
 
@@ -332,6 +336,7 @@ def log_softmax_bound(x: np.ndarray, exact: np.ndarray, out: Format, profile: Pr
     return np.where(t.regular & (t.w < 1) & (t.gamma < 1), bound, np.where(t.regular, np.inf, np.nan))
 
 
+@numpy_defaults
 def conversion_error(high: np.ndarray, low: np.ndarray, out: Format, ar: Arithmetic) -> np.ndarray:
     """Error of converting a C result, known to lie in [low, high], to the output format."""
     if out == ar.compute:

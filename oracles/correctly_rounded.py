@@ -58,6 +58,7 @@ from . import mp_softmax
 from .call import Call
 from .formats import FP64, Format, format_of, round_float64, two_sum_error
 from . import semantics
+from .settings import numpy_defaults
 
 U = 2.0**-53
 EXP64_ULPS = 2.0
@@ -89,6 +90,7 @@ def _fsum_less_one(row: np.ndarray) -> float:
     return math.fsum(terms)
 
 
+@numpy_defaults
 def float64_pass(x: np.ndarray, fmt: Format, *, log: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Tier 1 on rows with a finite maximum and no NaN or +inf.
 
@@ -139,6 +141,7 @@ def float64_pass(x: np.ndarray, fmt: Format, *, log: bool = False) -> tuple[np.n
     return rounded, value, decided | special
 
 
+@numpy_defaults
 def softmax_rows(x: np.ndarray, fmt: Format, *, log: bool = False) -> OracleResult:
     """Correctly rounded softmax (or log_softmax) of each row (last axis) of float64 ``x``."""
     x = np.asarray(x, dtype=np.float64)
@@ -159,6 +162,7 @@ def softmax_rows(x: np.ndarray, fmt: Format, *, log: bool = False) -> OracleResu
     return OracleResult(rounded.reshape(x.shape), exact.reshape(x.shape), escalated)
 
 
+@numpy_defaults
 def softmax(call: Call) -> OracleResult:
     """The oracle for ``call``: its softmax, log_softmax or masked softmax (``torch.softmax(x, dim)`` and kin).
 

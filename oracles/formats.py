@@ -20,9 +20,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import mpmath
 import numpy as np
 import torch
+
+from .settings import MP, numpy_defaults
 
 
 @dataclass(frozen=True)
@@ -78,6 +79,7 @@ def format_of(dtype: torch.dtype) -> Format:
         raise TypeError(f"dtype must be one of {names}; got {dtype}") from None
 
 
+@numpy_defaults
 def ulp(values: np.ndarray, fmt: Format) -> np.ndarray:
     """Spacing of ``fmt`` at |values|: 2^(max(floor(log2|v|), emin) - p + 1).
 
@@ -91,6 +93,7 @@ def ulp(values: np.ndarray, fmt: Format) -> np.ndarray:
     return np.ldexp(1.0, exponent - fmt.precision + 1)
 
 
+@numpy_defaults
 def round_float64(values: np.ndarray, fmt: Format) -> np.ndarray:
     """Round float64 values to ``fmt``, to nearest with ties to even.
 
@@ -111,9 +114,9 @@ def round_float64(values: np.ndarray, fmt: Format) -> np.ndarray:
     return np.copysign(rounded, x)
 
 
-def round_mpf(value: mpmath.mpf, fmt: Format) -> float:
+def round_mpf(value: MP.mpf, fmt: Format) -> float:
     """Round an mpmath number to ``fmt`` exactly (nearest, ties to even)."""
-    if not mpmath.isfinite(value):
+    if not MP.isfinite(value):
         return float(value)
     negative, man, exp, _ = value._mpf_
     if man == 0:
@@ -136,6 +139,7 @@ def round_mpf(value: mpmath.mpf, fmt: Format) -> float:
     return sign * math.ldexp(float(kept), quantum)
 
 
+@numpy_defaults
 def two_sum_error(a: np.ndarray, b: np.ndarray, s: np.ndarray) -> np.ndarray:
     """Exact error of s = fl(a + b) in float64 (Knuth's TwoSum): a + b = s + error exactly."""
     bb = s - a

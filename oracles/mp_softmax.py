@@ -1,7 +1,9 @@
 """Correctly rounded softmax and log_softmax with mpmath interval arithmetic.
 
 For each row, every result is enclosed in an interval computed with mpmath's
-``iv`` context (outward rounding at every operation).  When both ends of an
+interval arithmetic (outward rounding at every operation), in contexts of the
+oracles' own (:mod:`oracles.settings`: whatever precision the process leaves
+``mpmath.mp`` and ``mpmath.iv`` at).  When both ends of an
 interval round to the same value of the target format, zeros of one sign
 included, that value is the correctly rounded result.  Otherwise the row is
 recomputed at twice the precision (Ziv's strategy).
@@ -12,7 +14,7 @@ exp(d) is exactly 1) and T = sum of exp(d_i) over the others is enclosed (by
 MPFR's directed roundings, the row's one cost per element: :func:`_rest`), so that
 
 * softmax_j = exp(d_j) / (1 + T);
-* log_softmax_j = d_j - log1p(T), with log1p(T) enclosed on its own, to iv.prec
+* log_softmax_j = d_j - log1p(T), with log1p(T) enclosed on its own, to IV.prec
   bits relative however small T is, and both ends of the result computed by
   exact subtraction from d_j.
 
@@ -46,11 +48,11 @@ from contextlib import contextmanager
 
 import gmpy2
 import numpy as np
-from mpmath import fsub, iv, ldexp, mp, mpf
 from mpmath.libmp import from_man_exp
 
 from .formats import Format, round_mpf, two_sum_error
 from . import semantics
+from .settings import IV, MP, numpy_defaults
 
 MAX_PRECISION = 1 << 14
 """Bits the Ziv loop never goes past (no real row needs more than a few hundred)."""
@@ -68,32 +70,32 @@ class OracleError(RuntimeError):
 
 @contextmanager
 def _interval_precision(bits: int):
-    saved = iv.prec
-    iv.prec = bits
+    saved = IV.prec
+    IV.prec = bits
     try:
         yield
     finally:
-        iv.prec = saved
+        IV.prec = saved
 
 
-def _ends(box) -> tuple[mpf, mpf]:
-    return tuple(mp.make_mpf(end) for end in box._mpi_)
+def _ends(box) -> tuple[MP.mpf, MP.mpf]:
+    return tuple(MP.make_mpf(end) for end in box._mpi_)
 
 
-def _log1p(rest) -> tuple[mpf, mpf]:
-    """Enclosure of log(1 + rest) for an interval rest >= 0, to about iv.prec bits relative.
+def _log1p(rest) -> tuple[MP.mpf, MP.mpf]:
+    """Enclosure of log(1 + rest) for an interval rest >= 0, to about IV.prec bits relative.
 
-    log(1 + rest) rounded at iv.prec would lose rest altogether when it is below
-    2^-iv.prec; the bounds below keep its relative accuracy however small it is.
+    log(1 + rest) rounded at IV.prec would lose rest altogether when it is below
+    2^-IV.prec; the bounds below keep its relative accuracy however small it is.
     """
     lo, hi = _ends(rest)
-    if hi < ldexp(1, -iv.prec):  # r/(1 + r) <= log1p(r) <= r, a factor 1 + r apart
+    if hi < MP.ldexp(1, -IV.prec):  # r/(1 + r) <= log1p(r) <= r, a factor 1 + r apart
         return _ends(rest / (1 + rest))[0], hi
-    with _interval_precision(2 * iv.prec):  # 1 + rest keeps rest >= 2^-prec to prec bits
-        return _ends(iv.log(1 + rest))
+    with _interval_precision(2 * IV.prec):  # 1 + rest keeps rest >= 2^-prec to prec bits
+        return _ends(IV.log(1 + rest))
 
 
-def _minus(gap: mpf, amount: mpf, fmt: Format) -> mpf:
+def _minus(gap: MP.mpf, amount: MP.mpf, fmt: Format) -> MP.mpf:
     """gap - amount for gap <= 0 <= amount: exact, or a stand-in that rounds the same.
 
     The exact difference needs as many bits as the exponents of gap and amount
@@ -107,12 +109,12 @@ def _minus(gap: mpf, amount: mpf, fmt: Format) -> mpf:
     if gap and amount:
         _, _, exp, bits = gap._mpf_  # |gap| = man 2^exp with man odd, of ``bits`` bits
         grain = min(exp, exp + bits - 1 - max(fmt.precision, 53))
-        amount = max(amount, ldexp(1, grain - 1))
-    return fsub(gap, amount, exact=True)
+        amount = max(amount, MP.ldexp(1, grain - 1))
+    return MP.fsub(gap, amount, exact=True)
 
 
 def _rest(others: np.ndarray, peak: float):
-    """Enclosure of the sum of exp(v - peak) over ``others`` (float64), to iv.prec bits, as an iv interval.
+    """Enclosure of the sum of exp(v - peak) over ``others`` (float64), to IV.prec bits, as an IV interval.
 
     Through MPFR (gmpy2), about five times faster than mpmath's intervals: each
     exponential and the whole sum (mpfr_sum) are correctly rounded in one
@@ -127,32 +129,32 @@ def _rest(others: np.ndarray, peak: float):
         inexact = two_sum_error(others, -peak, gaps) != 0
     far = gaps < FAR_GAP
     terms = gaps.tolist()
-    wide = gmpy2.context(precision=GAP_BITS)
+    wide = gmpy2.context(precision=GAP_BITS)  # gmpy2's contexts of our own: its global one is the process's
     for i in np.flatnonzero(inexact & ~far).tolist():
-        terms[i] = wide.sub(gmpy2.mpfr(float(others[i]), 53), gmpy2.mpfr(peak, 53))
+        terms[i] = wide.sub(gmpy2.mpfr(float(others[i]), 53, wide), gmpy2.mpfr(peak, 53, wide))
     near = [terms[i] for i in np.flatnonzero(~far).tolist()]
     ends = []
     for rounding in (gmpy2.RoundDown, gmpy2.RoundUp):
-        directed = gmpy2.context(precision=iv.prec, round=rounding)
+        directed = gmpy2.context(precision=IV.prec, round=rounding)
         man, exp = directed.fsum([directed.exp(g) for g in near]).as_mantissa_exp()
-        ends.append(mp.make_mpf(from_man_exp(int(man), int(exp))))  # exact (mpf() would round to mp.prec)
-    return iv.mpf(ends) + iv.fsum(iv.exp(fsub(v, peak, exact=True)) for v in others[far].tolist())
+        ends.append(MP.make_mpf(from_man_exp(int(man), int(exp))))  # exact (MP.mpf() would round to MP.prec)
+    return IV.mpf(ends) + IV.fsum(IV.exp(MP.fsub(v, peak, exact=True)) for v in others[far].tolist())
 
 
-def _enclosures(finite: list[float], wanted: list[int], fmt: Format, log: bool) -> list[tuple[mpf, mpf]]:
-    """Both ends of an enclosure of each wanted result (indices into ``finite``), at precision iv.prec.
+def _enclosures(finite: list[float], wanted: list[int], fmt: Format, log: bool) -> list[tuple[MP.mpf, MP.mpf]]:
+    """Both ends of an enclosure of each wanted result (indices into ``finite``), at precision IV.prec.
 
     Every entry weighs in the row's sum; only the wanted ones are divided or subtracted and rounded.
     """
     peak = max(finite)
     top = finite.index(peak)  # exp(0) = 1 exactly: the sum leaves this entry out
     rest = _rest(np.delete(np.array(finite), top), peak)
-    gaps = {i: fsub(finite[i], peak, exact=True) for i in wanted}
+    gaps = {i: MP.fsub(finite[i], peak, exact=True) for i in wanted}
     if log:
         low, high = _log1p(rest)
         return [(_minus(gaps[i], high, fmt), _minus(gaps[i], low, fmt)) for i in wanted]
     total = 1 + rest
-    return [_ends(iv.exp(gaps[i]) / total) for i in wanted]
+    return [_ends(IV.exp(gaps[i]) / total) for i in wanted]
 
 
 def _decide_row(finite: list[float], wanted: list[int], fmt: Format, log: bool) -> tuple[list[float], list[float]]:
@@ -166,7 +168,7 @@ def _decide_row(finite: list[float], wanted: list[int], fmt: Format, log: bool) 
             if lo != hi or math.copysign(1, lo) != math.copysign(1, hi):
                 break
             rounded.append(lo)
-            exact.append(float((a + b) / 2))
+            exact.append(float((a + b) / 2))  # MP's numbers: added at its 53 bits, whatever mpmath.mp's are
         else:
             return rounded, exact
         if 2 * precision > MAX_PRECISION:
@@ -174,6 +176,7 @@ def _decide_row(finite: list[float], wanted: list[int], fmt: Format, log: bool) 
         precision *= 2
 
 
+@numpy_defaults
 def correctly_rounded_rows(x: np.ndarray, fmt: Format, *, log: bool = False,
                            wanted: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Softmax (or log_softmax) over the last axis of ``x``, correctly rounded to ``fmt``.

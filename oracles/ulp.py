@@ -22,6 +22,7 @@ import numpy as np
 import torch
 
 from .formats import Format, format_of, ulp
+from .settings import numpy_defaults
 
 UNRELATED = torch.iinfo(torch.int64).max
 """Distance between values of different classes (NaN vs number, inf vs finite)."""
@@ -66,6 +67,7 @@ def ulp_distance(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return torch.where(a_nan & b_nan, 0, distance)
 
 
+@numpy_defaults
 def fractional_ulp_error(result: np.ndarray, exact: np.ndarray, fmt: Format) -> np.ndarray:
     """|result - exact| / ulp(exact) in ``fmt``, element-wise (float64).
 
