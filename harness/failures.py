@@ -29,6 +29,10 @@ told instead as (:func:`one_screen`):
   device and Hypothesis profile, with the failing example
   (``--replay-example``, :mod:`harness.seeding`).
 
+What the kernel said is shown with its control characters written out
+(:func:`report.text.printable`): a message cannot clear the terminal or
+overwrite the failure with ``ALL PASSED``.
+
 A group of failures (Hypothesis's "distinct failures") is told by its first,
 after the group's own line.  An error that is no failed check (a
 TypeError in the suite's own code, a Hypothesis error) keeps pytest's
@@ -41,6 +45,8 @@ import shlex
 import traceback
 
 import pytest
+
+from report.text import printable
 
 from . import hypothesis_internals
 from .calls import KernelHang, SuiteFailure
@@ -125,7 +131,7 @@ def one_screen(item: pytest.Item, error: BaseException, replay: str | None) -> s
     cause = error.__cause__
     if cause is not None:
         lines += ["", "the kernel's own traceback:",
-                  *"".join(traceback.format_exception(type(cause), cause, cause.__traceback__)).rstrip().splitlines()]
+                  *"".join(traceback.format_exception(type(cause), cause, cause.__traceback__)).rstrip().split("\n")]
     example = getattr(error, EXAMPLE, {})
     above = {name for name, shown in example.items() if shown.startswith(RECIPE_CALLS) and shown in text}
     if set(example) - above:
@@ -134,7 +140,7 @@ def one_screen(item: pytest.Item, error: BaseException, replay: str | None) -> s
     lines += kept_notes(getattr(error, "__notes__", ()))
     if replay and replay not in text:
         lines.append(PREFIX + replay)
-    return "\n".join(lines)
+    return printable("\n".join(lines))  # the kernel's message and traceback: its control characters shown, not obeyed
 
 
 def pytest_command(item: pytest.Item, error: BaseException) -> str | None:

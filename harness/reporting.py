@@ -9,7 +9,10 @@
   exception carries (a structured field: reports never scrape commands from
   failure text, which a kernel's own messages could forge), else, for a test
   that judges a kernel, the pytest command that reruns it on its failing
-  example; and tells a failed check on one screen (:mod:`harness.failures`).
+  example; and tells a failed check on one screen (:mod:`harness.failures`),
+  any other failure's traceback with the control characters of a kernel's
+  message written out (:func:`report.text.printable`), as every line the
+  suite prints.
 * ``pytest_configure``: reads the run's settings (:mod:`harness.session`),
   refuses an unusable baseline or report folder before any test runs, and
   registers the controller's :class:`Gatherer`, which gathers records, writes
@@ -23,6 +26,7 @@
 from __future__ import annotations
 
 import datetime
+import functools
 import os
 import platform
 import subprocess
@@ -32,6 +36,7 @@ import pytest
 
 from report import artifacts, baseline, invariances
 from report.summary import INTERPRETER_BF16, categorize, interpreter_truncates_bf16, shown
+from report.text import CONTROL, printable
 
 from . import calls, failures, invariance, payload, pinning, seeding, sharding
 from .session import session_of
@@ -41,6 +46,11 @@ EXPECTS = "softmax_expects_records"
 REPLAY = "softmax_replay"  # the report attribute holding a failure's replay command
 DEVICE = "softmax_device"  # the key of an xdist worker's output naming its device
 KERNEL = "softmax_kernel"  # the report attribute naming the kernel a test judges, if it judges one
+
+
+def write_line(terminal, line: str, **markup) -> None:
+    """A line of the suite's on the terminal: the kernels' names and messages in it cannot act on the terminal."""
+    terminal.write_line(printable(line), **markup)
 
 
 def is_controller(config: pytest.Config) -> bool:
@@ -121,6 +131,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
             setattr(report, REPLAY, replay)
         if failures.told_on_one_screen(item, error):
             report.longrepr = failures.one_screen(item, error, replay)
+        elif CONTROL.search(report.longreprtext):  # pytest's traceback of a kernel's message (--tb=short, long...)
+            report.longrepr = printable(report.longreprtext)
 
 
 def run_metadata(config: pytest.Config) -> dict:
@@ -248,9 +260,9 @@ class Gatherer:
         if terminal is None:
             return
         terminal.write("\n")  # after the progress line's characters (xdist's leave no mark ensure_newline reads)
-        terminal.write_line(f"failure: {failure['test']} ({failure['when']}): {failure['headline']}", red=True)
+        write_line(terminal, f"failure: {failure['test']} ({failure['when']}): {failure['headline']}", red=True)
         if failure["replay"]:
-            terminal.write_line(f"  replay: {failure['replay']}")
+            write_line(terminal, f"  replay: {failure['replay']}")
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         config, run = self.config, session_of(self.config)
@@ -316,7 +328,7 @@ class Gatherer:
         self.baseline_written, self.baseline_notes = gate.path, self.baseline_notes + notes
 
     def pytest_terminal_summary(self, terminalreporter, exitstatus: int, config: pytest.Config) -> None:
-        write = terminalreporter.write_line
+        write = functools.partial(write_line, terminalreporter)
         run = session_of(config)
         if self.categories:
             terminalreporter.write_sep("-", "accuracy per kernel and category (ULP to the correctly rounded result)")
@@ -345,9 +357,9 @@ class Gatherer:
                                        "nothing judged, so no pass: exit status 5", red=True)
         else:
             for kernel, count in sorted(self.named_but_unjudged().items()):
-                terminalreporter.write_sep("-", f"NOTHING TESTED of {kernel}: all {count} of its tests were skipped "
-                                           "(their reasons: below); the run is no pass for it: exit status 5",
-                                           red=True)
+                terminalreporter.write_sep("-", printable(f"NOTHING TESTED of {kernel}: all {count} of its tests were "
+                                                         "skipped (their reasons: below); the run is no pass for it: "
+                                                         "exit status 5"), red=True)
         if self.interrupted:
             terminalreporter.write_sep("-", "INTERRUPTED: the run did not finish; no verdict", red=True)
             for call in self.in_progress:
@@ -376,10 +388,10 @@ class Gatherer:
         reporter = config.pluginmanager.getplugin("terminalreporter")
         if reporter is not None and run.gate is not None and not run.gate.update:
             verdict = self.gate_verdict(run.gate)
-            reporter.write_line(verdict, red=" FAILED" in verdict, green=" no regression" in verdict)
+            write_line(reporter, verdict, red=" FAILED" in verdict, green=" no regression" in verdict)
 
     def summarize_gate(self, terminalreporter, gate) -> None:
-        write = terminalreporter.write_line
+        write = functools.partial(write_line, terminalreporter)
         if gate.update:
             for note in self.baseline_notes:
                 write(f"accuracy baseline: {note}")

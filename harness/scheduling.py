@@ -45,6 +45,8 @@ from pathlib import Path
 
 import pytest
 
+from report import files
+
 from . import payload
 from .session import session_of
 
@@ -86,7 +88,7 @@ class Recorder:
     def pytest_sessionfinish(self) -> None:
         path = durations_file(self.config)
         seconds = {k: round(max(v, 0.0), 2) for k, v in sorted(self.seconds.items())}
-        path.write_text(json.dumps(seconds, indent=0) + "\n")
+        files.write_text(path, json.dumps(seconds, indent=0) + "\n")  # whole, as readable as the umask allows
 
 
 def waited(item: pytest.Item, seconds: float) -> None:
@@ -99,8 +101,8 @@ def read_durations(path: Path) -> dict[str, float]:
     if not path.exists():
         return {}
     try:
-        durations = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        durations = files.read_json(path)
+    except (OSError, files.UnreadableJSON) as error:
         raise pytest.UsageError(f"--test-durations {path}: not readable JSON ({error})") from None
     if not (isinstance(durations, dict) and all(isinstance(k, str) and isinstance(v, (int, float))
                                                 and not isinstance(v, bool) and math.isfinite(v) and v >= 0

@@ -15,20 +15,22 @@ and broke after count as regressions, and so does a kernel that vanished.
 Reports compare only when they drew the same inputs (the same draws
 fingerprint): statistics of other inputs say nothing of a kernel.  Exit status
 1 when the newest report regressed against the one before it, for nightly trend
-jobs; 4 (pytest's usage error) when the command cannot compare what it is given.
+jobs; 4 (pytest's usage error) when the command cannot compare what it is given,
+or, for every command, cannot read it (a file that is no readable JSON, nested
+too deeply among them).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
 if not __package__:  # run as ``python CHECKOUT/report compare ...`` from anywhere: the checkout holds the package
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from report import baseline, invariances, league, merge  # noqa: E402
+from report import baseline, files, invariances, league, merge  # noqa: E402
+from report.text import printable  # noqa: E402
 
 REFUSED = merge.REFUSED
 
@@ -47,11 +49,19 @@ def load(path: Path) -> dict:
     """The report at ``path``, an ``accuracy.json`` or the folder holding one."""
     file = path / "accuracy.json" if path.is_dir() else path
     try:
-        document = json.loads(file.read_text())
+        document = files.read_json(file)
         categories(document)  # what every use reads: a document without it is no report
         return document
-    except (OSError, json.JSONDecodeError, KeyError, TypeError) as error:
+    except (OSError, files.UnreadableJSON, KeyError, TypeError) as error:
         raise Refused(f"{file}: not an accuracy.json report ({error})") from None
+
+
+def read_bench(path: Path) -> dict:
+    """The JSON of ``bench/softmax_bandwidth.py`` at ``path``."""
+    try:
+        return files.read_json(path)
+    except (OSError, files.UnreadableJSON) as error:
+        raise Refused(f"{path}: not a bandwidth.json ({error})") from None
 
 
 def same_draws(old_run: dict, new_run: dict, old_name, new_name) -> None:
@@ -85,7 +95,7 @@ def changes(old_document: dict, new_document: dict, old_name, new_name) -> list[
         rows = [f for f in findings if f.verdict in verdicts]
         print(f"\n{title}: {len(rows)}")
         for line in baseline.table(rows, only_failures=False):
-            print("  " + line)
+            print(printable("  " + line))  # the kernels' names
     return findings
 
 
@@ -105,7 +115,11 @@ def trend(documents: list[dict]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = Parser(prog="python -m report", description=__doc__.splitlines()[0])
+    parser = Parser(prog="python -m report", description=__doc__.splitlines()[0],
+                    epilog="exit status: 0 when nothing regressed; 1 when the newest report regressed (compare), or a "
+                           "shard failed a test or the merged gate failed (merge); 4 (pytest's usage error) when a "
+                           "command cannot read or use what it is given (a report, baseline or benchmark that is no "
+                           "readable JSON among them); 5 when the merged shards tested nothing")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
     compare = commands.add_parser("compare", help="compare accuracy.json reports, oldest first")
     compare.add_argument("reports", type=Path, nargs="+", metavar="REPORT",
@@ -125,8 +139,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "merge":
         return merge.main(args.out, args.shards, args.accuracy_baseline, args.require_baseline)
     if args.command == "league":
-        bench = json.loads(args.bench.read_text()) if args.bench else None
-        for path in league.write(args.out, json.loads(args.report.read_text()), bench):
+        try:
+            document, bench = load(args.report), read_bench(args.bench) if args.bench else None
+        except Refused as why:
+            print(f"python -m report league: {why}", file=sys.stderr)
+            return REFUSED
+        for path in league.write(args.out, document, bench):
             print(f"wrote {path}")
         return 0
     if len(args.reports) < 2:
@@ -143,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
         if len(documents) > 2:
             print("trend (what changed along the way):")
             for line in trend(documents):
-                print("  " + line)
+                print(printable("  " + line))
     except Refused as why:
         print(f"python -m report compare: {why}", file=sys.stderr)
         return REFUSED

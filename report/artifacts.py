@@ -5,24 +5,25 @@ cannot be written fails the run before any test, not after the whole of it.
 The artifacts an earlier run left there are removed, and placeholders say
 INCOMPLETE until the run's own replace them, so that a run that dies leaves
 no verdict of another behind.  Every file is written to a temporary name and
-renamed into place: a reader never sees half a report, and a symbolic link
-planted under an artifact's name is replaced, never followed.
+renamed into place (:func:`report.files.replace_file`): a reader never sees
+half a report, a symbolic link planted under an artifact's name is replaced,
+never followed, and the files are as readable as the umask allows.
 """
 
 from __future__ import annotations
 
 import html
 import json
-import os
 import re
-import tempfile
 from pathlib import Path
 
 from . import baseline
 from . import invariances as invariance_table
 from . import league
+from .files import replace_file, write_text
 from .figures import pyplot
 from .summary import INTERPRETER_BF16, ULP_BUCKETS, interpreter_truncates_bf16, shown, shown_ratio
+from .text import markdown_block, markdown_code, markdown_text
 
 SCHEMA_VERSION = 1
 PLOTS = ("ulp_histograms.png", "max_ulp_by_row_length.png", "kernel_vs_torch.png")
@@ -32,23 +33,6 @@ INCOMPLETE = "INCOMPLETE: this run has not finished, or died before it could wri
 
 class ReportError(ValueError):
     """The report folder cannot be written."""
-
-
-def replace_file(path: Path, write) -> Path:
-    """Write ``path`` atomically: ``write(temporary_path)`` fills a temporary file beside it, renamed over it."""
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=path.suffix)
-    os.close(handle)
-    try:
-        write(Path(temporary))
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
-    return path
-
-
-def write_text(path: Path, text: str) -> Path:
-    return replace_file(path, lambda temporary: temporary.write_text(text, encoding="utf-8"))
 
 
 def prepare(directory: Path, calls: Path | None = None) -> None:
@@ -127,16 +111,16 @@ def write_markdown(directory: Path, run: dict, verdict_line: str, failures: list
              ", ".join(f"{name} {version}" for name, version in sorted(run["versions"].items())), ""]
     if in_progress:
         lines += ["## Kernel calls in progress when the run was interrupted", ""]
-        lines += [f"- {call}" for call in in_progress] + [""]
+        lines += [f"- {markdown_text(call)}" for call in in_progress] + [""]
     if failures:
         lines += ["## Failed tests", ""]
         for f in failures:
-            lines += [f"- `{f['test']}` ({f['when']}): {f['headline']}"]
-            lines += [f"  replay: `{f['replay']}`"] if f["replay"] else []
+            lines += [f"- {markdown_code(f['test'])} ({f['when']}): {markdown_text(f['headline'])}"]
+            lines += [f"  replay: {markdown_code(f['replay'])}"] if f["replay"] else []
         lines.append("")
     lines += league.markdown(categories, invariances)
     for kernel, groups in categories.items():
-        lines += [f"## {kernel}", "", "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+        lines += [f"## {markdown_text(kernel)}", "", "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
         lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in category_rows(groups)]
         lines.append("")
     if interpreter_truncates_bf16(run.get("backend"), categories):
@@ -145,12 +129,12 @@ def write_markdown(directory: Path, run: dict, verdict_line: str, failures: list
         table = invariance_table.rows(invariances)
         lines += ["## Bitwise invariances", "", "Only a broken promise fails a test.", "",
                   "| " + " | ".join(table[0]) + " |", "|" + "---|" * len(table[0])]
-        lines += ["| " + " | ".join(row) + " |" for row in table[1:]]
-        lines += [""] + [f"- {line}" for line in invariance_table.counterexamples(invariances)] + [""]
+        lines += ["| " + " | ".join([markdown_text(row[0]), *row[1:]]) + " |" for row in table[1:]]
+        lines += [""] + [f"- {markdown_text(line)}" for line in invariance_table.counterexamples(invariances)] + [""]
     if missing:
-        lines += ["## Tests without a record", ""] + [f"- `{test}`" for test in missing] + [""]
+        lines += ["## Tests without a record", ""] + [f"- {markdown_code(test)}" for test in missing] + [""]
     if gate:
-        lines += ["## Regression gate", "", "```", *gate, "```", ""]
+        lines += ["## Regression gate", "", *markdown_block(gate), ""]
     return write_text(directory / "summary.md", "\n".join(lines))
 
 

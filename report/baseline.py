@@ -24,10 +24,10 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+
+from . import files
 
 SCHEMA_VERSION = 2
 PROFILE = "ci"  # the Hypothesis profile of every baseline (harness.session.GATE_PROFILE)
@@ -52,10 +52,10 @@ def source_id(nodeid: str) -> str:
 def read(path: Path) -> dict:
     """The JSON object in ``path``; BaselineError saying why not."""
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        data = files.read_json(path)
     except FileNotFoundError:
         raise BaselineError(f"no baseline at {path}; create one with --update-baseline") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+    except files.UnreadableJSON as error:
         raise BaselineError(f"baseline {path} is not readable JSON: {error}") from None
     if not isinstance(data, dict):
         raise BaselineError(f"baseline {path} must hold a JSON object")
@@ -189,10 +189,7 @@ def write(path: Path, baseline: dict) -> None:
     """Write atomically: a reader (another run's gate) never sees half a baseline."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(handle, "w", encoding="utf-8") as out:
-        out.write(json.dumps(baseline, indent=1, sort_keys=True) + "\n")
-    os.replace(temporary, path)
+    files.write_text(path, json.dumps(baseline, indent=1, sort_keys=True) + "\n")
 
 
 def other_draws(reference: dict, run: dict) -> str | None:

@@ -22,6 +22,7 @@ from pathlib import Path
 from . import invariances as invariance_table
 from .figures import pyplot
 from .summary import shown, shown_ratio
+from .text import markdown_text
 
 OP = "softmax"
 ORDINARY = "normal"  # the value class of the benchmark's inputs
@@ -72,7 +73,7 @@ def rows(categories: dict, bench: dict | None = None) -> list[dict]:
 
 def line(row: dict) -> str:
     """A Markdown table row."""
-    cells = (row["kernel"], row["dtype"], row["values"], row["elements"], shown(row["max_ulp"], ".0f"),
+    cells = (markdown_text(row["kernel"]), row["dtype"], row["values"], row["elements"], shown(row["max_ulp"], ".0f"),
              shown(row["mean_ulp"], ".3f"), shown(row["correctly_rounded"], ".1f", 100),
              shown_ratio(row["worst_ratio"]), row["non_finite"], shown(row["gbps"], ".0f"),
              shown(row["copy_fraction"], ".2f"))
@@ -97,7 +98,7 @@ def markdown(categories: dict, invariances: dict, bench: dict | None = None) -> 
     lines += header + [line(r) for r in overall] + [""]
     lines += ["### Per value class", ""] + header + [line(r) for r in table if r["values"] != "all"] + [""]
     if invariances:
-        lines += ["### Bitwise invariances", ""] + [f"- {line}" for line in promises(invariances)] + [""]
+        lines += ["### Bitwise invariances", ""] + [f"- {markdown_text(line)}" for line in promises(invariances)] + [""]
     return lines
 
 

@@ -34,8 +34,9 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import artifacts, baseline, invariances
+from . import artifacts, baseline, files, invariances
 from .summary import categorize
+from .text import printable
 
 REFUSED = 4  # pytest's exit status for a usage error
 NOTHING_TESTED = 5  # pytest's for a run that tested nothing: shards whose every test was skipped are no pass
@@ -108,10 +109,10 @@ def read(folder: Path) -> ShardReport:
     """The shard report in ``folder``; Refused when there is none, or the shard died or was interrupted."""
     path = folder / "accuracy.json"
     try:
-        document = json.loads(path.read_text(encoding="utf-8"))
+        document = files.read_json(path)
     except FileNotFoundError:
         raise Refused([f"{folder}: no accuracy.json (was the shard run with --accuracy-report {folder}?)"]) from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+    except files.UnreadableJSON as error:
         raise Refused([f"{path}: not readable JSON ({error})"]) from None
     if not isinstance(document, dict):
         raise Refused([f"{path}: not an accuracy report"])
@@ -299,16 +300,16 @@ def main(out: Path, folders: list[Path], baseline_option: str | None = None, req
         artifacts.prepare(out)
     except (Refused, baseline.BaselineError, artifacts.ReportError) as error:
         for line in getattr(error, "problems", [str(error)]):
-            print(f"merge refused: {line}")
+            print(printable(f"merge refused: {line}"))
         return REFUSED
     findings, unjudged = baseline.judge(reference, merged.categories, invariances.held(merged.invariances), merged.ran,
                               merged.run) if reference else ([], {})
     verdict = artifacts.verdict(merged.passed, merged.failures, findings, path)
     for failure in merged.failures:
-        print(f"failed: {failure['test']} ({failure['when']}): {failure['headline']}")
+        print(printable(f"failed: {failure['test']} ({failure['when']}): {failure['headline']}"))
     if reference:
         for line in gate_lines(findings, unjudged, set(merged.categories) | set(merged.invariances), path, require):
-            print(line)
+            print(printable(line))
     written = artifacts.write_all(out, merged.run, verdict, merged.failures, merged.categories, merged.records,
                                   merged.missing, baseline.table(findings, only_failures=False), merged.invariances,
                                   merged.tests)

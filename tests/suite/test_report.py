@@ -17,7 +17,7 @@ import torch
 
 from harness import seeding, strategies
 from harness.session import Draws
-from report import artifacts, baseline
+from report import artifacts, baseline, files
 from report.__main__ import main as report_cli
 from tests.scenarios.gate_kernel import GATE_KERNEL, GATE_TESTS
 
@@ -327,7 +327,7 @@ def test_a_report_is_written_whole_or_not_at_all(tmp_path, monkeypatch):
     def crash(*args):
         raise OSError("the disk filled up")
 
-    monkeypatch.setattr(artifacts.os, "replace", crash)
+    monkeypatch.setattr(files.os, "replace", crash)
     with pytest.raises(OSError):
         artifacts.write_text(path, "half of the second run's")
     assert path.read_text() == "the first run's" and [p.name for p in tmp_path.iterdir()] == ["summary.md"]
