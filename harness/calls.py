@@ -108,6 +108,13 @@ def set_example(kwargs: dict) -> None:
     CONTEXT.case = next((value for value in kwargs.values() if isinstance(value, Case)), None)
 
 
+def described(spec: KernelSpec, op: str, x: torch.Tensor, dim: int) -> dict:
+    """A call of ``spec``'s ``op`` on ``x`` in the test and example running now: what breadcrumbs and messages say."""
+    return {"test": CONTEXT.test, "kernel": spec.name, "op": op, "input": describe_input(x, dim),
+            "example": CONTEXT.example, "replay": replay_command(spec, op),
+            "inside": spec.capabilities.refusal(x, dim) is None}
+
+
 def replay_command(kernel: KernelSpec, op: str) -> str | None:
     """The one-step replay of the example in progress, when it has a Case."""
     if CONTEXT.case is None or not CONTEXT.backend:
@@ -313,9 +320,7 @@ class Guard:
         if not has_storage(x):  # refused inputs without memory (meta, sparse, nested): nothing to guard
             return function(x, *args, **kwargs)
         inputs = [t for t in (x, *args, *kwargs.values()) if has_storage(t)]
-        call = {"test": CONTEXT.test, "kernel": spec.name, "op": op, "input": describe_input(x, dim),
-                "example": CONTEXT.example, "replay": replay_command(spec, op),
-                "inside": spec.capabilities.refusal(x, dim) is None}
+        call = self.describe(spec, op, x, dim)
         mode = flushing()
         if mode:  # left by an import, or by a call the watchdog stopped before its checks
             raise ContractBroken(f"{describe_call(call)}: before the call, this process's CPU arithmetic {mode}, "
@@ -339,6 +344,10 @@ class Guard:
         self.breadcrumbs.finished()
         self.outputs.add(y)
         return y
+
+    def describe(self, spec: KernelSpec, op: str, x: torch.Tensor, dim: int) -> dict:
+        """The call about to run, as breadcrumbs and messages name it."""
+        return described(spec, op, x, dim)
 
     def _checked(self, call: dict, function, work, inputs, before, args, kwargs):
         """The call, then its rules; inside the watchdog's time, since the checks wait for the device."""
@@ -410,20 +419,30 @@ class Guard:
         return None
 
 
+def operation_named(runs: str, kwargs: dict) -> str:
+    """The operation a call of the callable ``runs`` makes, by the out_dtype it asks for (its breadcrumb and replay
+    name it): the entry asking for that out_dtype, else the one asking for none."""
+    from specs.operations import OPERATIONS  # here: the kernels import triton, which the backend sets up first
+
+    named = {op.out_dtype: op.name for op in OPERATIONS.values() if op.runs == runs}
+    return named.get(kwargs.get("out_dtype"), named[None])
+
+
+def dim_of(args: tuple, kwargs: dict) -> int:
+    """The dim of a call ``f(x, *args, **kwargs)``: its last positional argument (masked: ``(mask, dim)``)."""
+    return args[-1] if args else kwargs.get("dim", -1)
+
+
 def guarded(spec: KernelSpec, guard: Guard) -> KernelSpec:
     """``spec`` with each of its callables (those of ``specs.operations``) going through ``guard``."""
-    from specs.operations import OPERATIONS  # here: the kernels import triton, which the backend sets up first
+    from specs.operations import OPERATIONS
 
     def wrap(runs: str, function):
         if function is None:
             return None
-        # The operation a call makes, by the out_dtype it asks for (its breadcrumb and replay name it): the entry
-        # asking for that out_dtype, else the one asking for none.
-        named = {op.out_dtype: op.name for op in OPERATIONS.values() if op.runs == runs}
 
         def call(x, *args, **kwargs):
-            dim = args[-1] if args else kwargs.get("dim", -1)
-            return guard.call(spec, named.get(kwargs.get("out_dtype"), named[None]), function, x, dim, args, kwargs)
+            return guard.call(spec, operation_named(runs, kwargs), function, x, dim_of(args, kwargs), args, kwargs)
 
         call.__wrapped__ = function
         return call

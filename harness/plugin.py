@@ -30,6 +30,8 @@ import numpy
 import pytest
 import torch
 
+from report.text import printable
+
 from . import calls, payload, pinning, session
 from .backend import CHOICES, Backend, BackendError, resolve_name, runtime
 from .invariance import Invariance
@@ -38,6 +40,8 @@ NOTES = "notes"
 # Said of a kernel without a precision model: a run passing it says less (the example kernel's fp16 sum, its
 # planted bug, passes these bounds and fails its declared model's).
 LOOSEST = " (declares no precision: judged by the loosest known arithmetic's bounds, which a precision model tightens)"
+DECLARED = (" (declares a precision model: judged by its own profiles' bounds, each refused in its test if looser "
+            "than the loosest known arithmetic summed in any order)")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -83,17 +87,25 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     return pinning.workers(count, config.getoption("workers_per_device"), os.cpu_count() or 1)
 
 
+def precision_said(spec, unknown_profile) -> str:
+    """Beside a kernel's name: where its bounds come from ("" for a registered kernel's reviewed record; only kernels
+    named by a path carry a replay selector)."""
+    if spec.precision is unknown_profile:
+        return LOOSEST
+    return DECLARED if spec.replay_selector else ""
+
+
 def pytest_report_header(config: pytest.Config) -> list[str]:
     import triton  # after the configure step: the backend must be active before triton loads
 
     from specs.registry import unknown_profile
 
     run = session.session_of(config)
-    names = ", ".join(spec.name + (LOOSEST if spec.precision is unknown_profile else "") for spec in run.kernels)
+    names = ", ".join(spec.name + precision_said(spec, unknown_profile) for spec in run.kernels)
     limit = f"{run.call_timeout:g} s" if run.call_timeout else "none"
     return [
         f"softmax suite backend: {run.backend.describe()}",
-        f"kernels: {names}",
+        printable(f"kernels: {names}"),  # names a user's kernel files gave
         f"draws: {run.draws.describe()}; {caps_said(run.backend.name)}; kernel call watchdog: {limit}",
         f"torch {torch.__version__}, triton {triton.__version__}, hypothesis {hypothesis.__version__}, "
         f"mpmath {mpmath.__version__} ({mpmath.libmp.BACKEND} backend), numpy {numpy.__version__}",
@@ -175,7 +187,7 @@ def pytest_handlecrashitem(crashitem: str, report, sched) -> None:
     crumb = calls.read_breadcrumb(session.session_of(report.node.config).calls, report.node.gateway.id)
     if crumb and crumb.get("state") in ("running", "killed") and crumb.get("test") == crashitem:
         why = crumb.get("why", "the process died during the call")
-        report.longrepr = f"{report.longrepr}: {why}; the call: {calls.describe_call(crumb)}"
+        report.longrepr = printable(f"{report.longrepr}: {why}; the call: {calls.describe_call(crumb)}")
         report.softmax_replay = crumb.get("replay")
 
 
@@ -210,7 +222,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
     if lines:
         terminalreporter.write_sep("-", "softmax suite figures")
         for line in lines:
-            terminalreporter.write_line(line)
+            terminalreporter.write_line(printable(line))
     from .coverage import write_matrices  # imports the kernels, which wait for the configure step's backend
 
     write_matrices(terminalreporter)

@@ -9,10 +9,15 @@ takes the recipes' calls, numbers, strings, tuples and ``torch.<dtype>``, and
 refuses anything else (:func:`parse_case`), so a pasted argument runs no code.
 The kernel runs under the suite's call guard (:mod:`harness.calls`): a kernel
 that changes its input, returns memory it returned before, raises inside its
-capabilities or outlives the watchdog fails here as in a run.  Exit status: 0
+capabilities or outlives the watchdog fails here as in a run, and a kernel named
+by its path runs in a process of its own, as in a run.  Exit status: 0
 within the derived bound, 1 beyond it, a broken call or a project kernel not
 refusing outside its capabilities (a user's kernel returning numbers there is
-judged), 2 on bad arguments (a case outside the grammar among them).
+judged), and a call the kernel ended (``sys.exit(0)``, KeyboardInterrupt: no
+verdict is no pass, and a kernel ending its process: ``os._exit(0)``), 2 on
+bad arguments (a case outside the grammar or one torch cannot build, a kernel
+that cannot be imported, among them).
+What the kernel says is printed with its control characters written out.
 """
 
 from __future__ import annotations
@@ -27,6 +32,8 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 
+from report.text import printable
+
 from .backend import CHOICES, BackendError, activate
 
 RECIPES = ("Case", "Values", "Layout", "Specials", "Mask", "Seam")
@@ -34,6 +41,7 @@ PREFIX = "replay in one step: "  # how a failure introduces the command; the rep
 NOT_A_CASE = "CASE: not a Case(...) as a failure prints it"
 LITERAL_TYPES = (int, float, str, bool, type(None))  # not bytes, complex or Ellipsis: no recipe holds them
 NAMED_FLOATS = {"inf": math.inf, "nan": math.nan}  # what repr prints for an infinite or NaN float
+WITHIN, BEYOND = 0, 1  # exit statuses; 2, bad arguments, is argparse's
 
 
 def command(kernel, device: str, op: str, case) -> str:
@@ -252,48 +260,91 @@ def main(argv: list[str] | None = None) -> int:
         from . import torch_state
 
         torch_state.remember()  # torch's softmax before any kernel's import: the guard holds the kernel to it
-        import specs
-        from oracles.call import Call
         from specs.operations import OPERATIONS
 
-        from .calls import Breadcrumbs, ContractBroken, Guard, KernelHang, Outputs, Watchdog, guarded
-        from .judge import describe_input, judge_softmax, unknown_construction
+        from .calls import Breadcrumbs, Guard, Outputs, Watchdog, guarded
+        from .host import hosted, is_hosted
         from .session import CALL_GRACE, CALL_TIMEOUT
 
         limit = CALL_TIMEOUT[backend.name] if args.call_timeout is None else args.call_timeout
+        grace = min(CALL_GRACE, limit or CALL_GRACE)
         nowhere = Breadcrumbs(None, "replay")
-        guard = Guard(Watchdog(limit or None, min(CALL_GRACE, limit or CALL_GRACE), nowhere), nowhere, Outputs())
-        kernel = guarded(specs.resolve(args.kernel), guard)
+        guard = Guard(Watchdog(limit or None, grace, nowhere), nowhere, Outputs())
+        kernel = resolved(args.kernel, lambda selector: hosted(selector, backend, limit or None, grace, nowhere))
+        kernel = kernel if is_hosted(kernel) else guarded(kernel, guard)
         case = parse_case(args.case)
+        if args.op not in OPERATIONS:
+            raise ValueError(f"argument --op: invalid choice: {args.op!r} (choose from {', '.join(OPERATIONS)})")
+        call = built(case, OPERATIONS[args.op], backend.name, backend.device)
     except (BackendError, ValueError) as error:
-        parser.error(str(error))
-    if args.op not in OPERATIONS:
-        parser.error(f"argument --op: invalid choice: {args.op!r} (choose from {', '.join(OPERATIONS)})")
-    op = OPERATIONS[args.op]
-    x, mask = case.make(backend.device)
+        parser.error(printable(str(error)))
     try:
-        call = Call(x, case.dim, op, backend.name, mask)
+        return replayed(kernel, case, call, backend)
+    except (SystemExit, KeyboardInterrupt) as error:  # the two that would set this process's exit status
+        say(f"the kernel's code ended the replay ({type(error).__name__}: {error}): no verdict, so no pass")
+        return BEYOND  # never 0: sys.exit(0) inside a kernel is no result within the bound
+
+
+def resolved(selector: str, host: Callable):
+    """The kernel ``selector`` names: a registered one imported here, any other run in its own process by
+    ``host(selector)`` (as in a run: :mod:`harness.host`); ValueError where it cannot be had, its module's import
+    exiting among them (``sys.exit(0)`` there would end the replay with the status of a pass)."""
+    import specs
+
+    try:
+        if selector in {spec.name for spec in specs.registered()} or ":" not in selector:
+            return specs.resolve(selector)
+        return host(selector)
+    except (SystemExit, KeyboardInterrupt) as error:
+        raise ValueError(f"--kernel {selector!r}: importing it raised {type(error).__name__}: {error}") from None
+
+
+def built(case, op, backend: str, device):
+    """The call ``case`` makes of ``op``; ValueError, a usage error, where it cannot be built: torch refused its
+    recipe (a layout of other dims, a storage past memory) or the operation does not take it."""
+    from oracles.call import Call
+
+    try:
+        x, mask = case.make(device)
+    except Exception as error:  # noqa: BLE001  (torch says what it could not build: IndexError, RuntimeError...)
+        raise ValueError(f"CASE: cannot build it: {type(error).__name__}: {error}") from None
+    try:
+        return Call(x, case.dim, op, backend, mask)
     except ValueError as error:  # a case without a mask for a masked operation, or the reverse
-        parser.error(f"CASE: {error}")
-    print(f"{kernel.name}, {op.name} on {backend.name} ({backend.device_name}): {describe_input(x, case.dim)}")
-    refusal = kernel.capabilities.refusal(x, case.dim)
+        raise ValueError(f"CASE: {error}") from None
+
+
+def replayed(kernel, case, call, backend) -> int:
+    """Run ``kernel`` on ``call`` under the guard, judge what it returned, say it: the exit status."""
+    from .calls import ContractBroken, KernelHang
+    from .judge import describe_input, judge_softmax, unknown_construction
+
+    say(f"{kernel.name}, {call.operation.name} on {backend.name} ({backend.device_name}): "
+        f"{describe_input(call.x, call.dim)}")
+    refusal = kernel.capabilities.refusal(call.x, call.dim)
     try:
         y = kernel.run(call)
     except (ContractBroken, KernelHang) as error:  # it changed its input, reused an output, hung, raised inside
-        print(error)
-        return 1
+        say(str(error))
+        return BEYOND
     except Exception as error:  # noqa: BLE001
-        print(f"refused, as it must be outside its capabilities ({refusal}): {type(error).__name__}: {error}")
-        return 0
+        say(f"refused, as it must be outside its capabilities ({refusal}): {type(error).__name__}: {error}")
+        return WITHIN
     if refusal is not None:
-        print(f"returned numbers for an input outside its declared capabilities: {refusal}")
+        say(f"returned numbers for an input outside its declared capabilities: {refusal}")
         if kernel.clear_refusals:
-            return 1
-        print("judged with the loosest known arithmetic:")
+            return BEYOND
+        say("judged with the loosest known arithmetic:")
         kernel = unknown_construction(kernel)
-    verdict = judge_softmax(kernel, call, y, replay=f"{case!r} -> {describe_input(x, case.dim)}")
-    print(verdict.explain())
-    return 0 if verdict.ok else 1
+    verdict = judge_softmax(kernel, call, y, replay=f"{case!r} -> {describe_input(call.x, call.dim)}")
+    say(verdict.explain())
+    return WITHIN if verdict.ok else BEYOND
+
+
+def say(text: str) -> None:
+    """Print a line of the replay's: what the kernel said in it (its messages, its name) cannot act on the
+    terminal."""
+    print(printable(text))
 
 
 if __name__ == "__main__":

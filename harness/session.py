@@ -54,9 +54,8 @@ import torch
 from hypothesis import settings
 from hypothesis.errors import InvalidArgument
 
-from . import hypothesis_internals, profiles, torch_state
+from . import hypothesis_internals, profiles, subnormals, torch_state
 from .backend import Backend, BackendError, activate
-from .subnormals import flushing
 
 SESSION = pytest.StashKey["Session"]()
 GATE_PROFILE = "ci"  # the profile every baseline is made with, and every gate draws from
@@ -229,26 +228,27 @@ def thread_share() -> int:
     return max(1, run // int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
 
 
-def kernels_under_test(config: pytest.Config, backend: Backend) -> list:
+def kernels_under_test(config: pytest.Config, backend: Backend, host) -> list:
     """The KernelSpecs ``--kernel`` names (default: the registered kernels but the peers), each checked against the
-    suite's size caps."""
+    suite's size caps: a registered kernel imported here, any other run in its own process by ``host(selector)``
+    (:mod:`harness.host`)."""
     refuse_flushing("before any kernel was imported (set by the environment or a module loaded at start-up)")
     torch_state.remember()
     import specs  # only now: the backend decides how @triton.jit decorates the kernels
 
     from .coverage import boundaries_beyond_caps
+    from .host import import_refusal
 
     names = config.getoption("kernel")
+    registered = {spec.name for spec in specs.registered()}
     try:
-        selected = [specs.resolve(name) for name in names if name != "all"]
+        selected = [specs.resolve(name) if name in registered or ":" not in name else host(name)
+                    for name in names if name != "all"]
     except (ValueError, ImportError) as error:
         raise pytest.UsageError(str(error)) from None
-    refuse_flushing(f"once the kernels were imported ({', '.join(names) or 'the registered ones'}: a module or a "
-                    "library it loads, built with -ffast-math, turned it on)")
-    changed = torch_state.changed()
-    if changed:
-        raise pytest.UsageError(f"importing the kernels ({', '.join(names) or 'the registered ones'}) changed torch "
-                                f"({', '.join(changed)}): {torch_state.WHY}; import the kernel without changing torch")
+    refusal = import_refusal(', '.join(names) or 'the registered ones')
+    if refusal:
+        raise pytest.UsageError(refusal)
     if "all" in names:  # every registered kernel, peers included (skipped where their library is absent)
         selected = specs.registered() + [spec for spec in selected if spec not in specs.registered()]
     selected = selected or [spec for spec in specs.registered() if spec.by_default]
@@ -263,15 +263,15 @@ def kernels_under_test(config: pytest.Config, backend: Backend) -> list:
 
 def refuse_flushing(when: str) -> None:
     """UsageError where this process's CPU arithmetic flushes subnormal numbers: the suite judges nothing so."""
-    mode = flushing()
+    mode = subnormals.flushing()
     if mode:
-        raise pytest.UsageError(f"this process's CPU arithmetic {mode} {when}: the suite would read subnormal "
-                                "outputs and correctly rounded values as zeros (harness/subnormals.py)")
+        raise pytest.UsageError(subnormals.refusal(mode, when))
 
 
 def build(config: pytest.Config) -> Session:
     """The configure step: decide the run's settings (the module docstring) and set this process up for them."""
     from .calls import CONTEXT, Breadcrumbs, Guard, Outputs, Watchdog, guarded
+    from .host import hosted, is_hosted
 
     torch.set_num_threads(thread_share())
     os.environ["OMP_NUM_THREADS"] = str(torch.get_num_threads())
@@ -279,22 +279,24 @@ def build(config: pytest.Config) -> Session:
         backend = activate(config.getoption("device"), os.environ.get("PYTEST_XDIST_WORKER"))
     except BackendError as error:
         raise pytest.UsageError(str(error)) from None
-    kernels = kernels_under_test(config, backend)
+    calls = calls_folder(config)
+    limit = call_timeout(config, backend.name)
+    grace = min(CALL_GRACE, limit or CALL_GRACE)
+    crumbs = Breadcrumbs(calls, os.environ.get("PYTEST_XDIST_WORKER", "main"))
+    guard = Guard(Watchdog(limit, grace, crumbs), crumbs, Outputs())
+    CONTEXT.backend = backend.name
+    kernels = kernels_under_test(config, backend, lambda selector: hosted(selector, backend, limit, grace, crumbs))
     gate = gate_of(config, backend.name)
     draws = decide_draws(config, gate)
     hypothesis_internals.use_own_home()
     hypothesis_internals.mine_no_constants()
     load_profile(draws)
     report = Path(config.getoption("accuracy_report")) if config.getoption("accuracy_report") else None
-    calls = calls_folder(config)
-    limit = call_timeout(config, backend.name)
-    process = os.environ.get("PYTEST_XDIST_WORKER", "main")
-    crumbs = Breadcrumbs(calls, process)
-    guard = Guard(Watchdog(limit, min(CALL_GRACE, limit or CALL_GRACE), crumbs), crumbs, Outputs())
-    CONTEXT.backend = backend.name
     if not hasattr(config, "workerinput"):
         interrupt_on_sigterm()
-    return Session(backend, tuple(guarded(spec, guard) for spec in kernels), draws, gate, report, limit, calls)
+    # A hosted kernel's calls are guarded in its own process (harness.host).
+    kernels = tuple(spec if is_hosted(spec) else guarded(spec, guard) for spec in kernels)
+    return Session(backend, kernels, draws, gate, report, limit, calls)
 
 
 @pytest.hookimpl(tryfirst=True)

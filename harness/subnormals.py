@@ -33,3 +33,9 @@ def restore() -> str | None:
     """Turn flushing off in this thread where torch can (x86); what still flushes, or None."""
     torch.set_flush_denormal(False)
     return flushing()
+
+
+def refusal(mode: str, when: str) -> str:
+    """Why the suite judges nothing in a process whose CPU arithmetic flushes (``mode``, from :func:`flushing`)."""
+    return (f"this process's CPU arithmetic {mode} {when}: the suite would read subnormal outputs and correctly "
+            "rounded values as zeros (harness/subnormals.py)")

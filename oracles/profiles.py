@@ -45,6 +45,10 @@ Figures in ulps of fp32 (fractional: |computed - exact| / ulp(exact)):
   (:func:`correct_construction`: torch's CUDA log_softmax rounding max +
   log(sum) before the subtraction); tests/suite/test_bounds.py checks, element by
   element, that its bound is at least every other profile's.
+* A user's kernel that declares its precision: each profile it gives is refused
+  where it is looser than that, summed in any order (:func:`looser_than`,
+  :func:`looser_sum`, ``specs.registry.precision_model``): a model tightens the
+  bounds, never loosens them.
 
 Biases (``exp_bias_ulps``, ``div_bias_ulps``: the largest |mean signed error|,
 in ulps of fp32 at the exact value; :mod:`oracles.bias` says what they bound):
@@ -65,8 +69,10 @@ in ulps of fp32 at the exact value; :mod:`oracles.bias` says what they bound):
   the same arguments (standard errors 0.00015): declared 0.01;
 * Triton on NVIDIA: tl.exp errs high in proportion to the gap (its log2e is
   rounded), about -0.4 + 0.15 |d| ulp on average on an H200, bounded by 0.5 +
-  0.23 |d| (``exp_bias_per_gap``); div.full +0.053 ulp, +0.084 on 1/k for k
-  in [64, 1024), declared 0.1;
+  0.23 |d| (``exp_bias_per_gap``); div.full +0.053 ulp over general
+  quotients, and on 1/k +0.094, +0.088, +0.072 for k in [128, 256], [391, 781],
+  [500, 1000] (the tied rows of 256, 781 and 1000; H200, Triton 3.6,
+  2026-11-27), declared 0.1;
 * torch on CUDA: ``torch.exp`` (CUDA's ``expf``, the function its softmax
   calls), measured on an H100 (torch 2.11, 2026-11-27) over 1.3 M gaps: mean
   +0.147 ulp for |d| in [0, 1), +0.054 to +0.072 in the bands above (standard
@@ -89,7 +95,7 @@ from dataclasses import replace
 import torch
 
 from .bounds import Arithmetic, PrecisionProfile, Reduction
-from .formats import FP32
+from .formats import FP32, Format
 
 TO_NEAREST = {torch.float16: 0.5, torch.bfloat16: 0.5}
 
@@ -181,6 +187,66 @@ def correct_construction(arithmetic: Arithmetic) -> Arithmetic:
     pytorch issue 38839: on rows far from zero the rounded shift errs by up to half an ulp of the max, 1e9 ulps of
     a small result)."""
     return replace(arithmetic, log_shift_rounded=False)
+
+
+# The figures of an Arithmetic in which a larger value is a looser arithmetic: errors in ulps of its compute format
+# (compared as relative errors, in ulps of the other's: a float64 arithmetic's 1e6 ulps are 0.002 ulp of fp32)...
+ULPS_OF_COMPUTE = ("exp_ulps", "exp_ulps_per_gap", "div_ulps", "exp_bias_ulps", "exp_bias_per_gap", "div_bias_ulps",
+                   "log_ulps", "log_result_ulps")
+# ...and absolute errors.
+ABSOLUTE = ("log_abs",)
+# Its flags, each with the value that loosens the bounds: results flushed below the smallest normal, no bias-free
+# exp(0), a double rounding through the output dtype, log_softmax's terms in the output dtype, the shift
+# max + log(sum) rounded first, no claim of monotonicity.  exact_gap is none: True removes the gap's rounding from
+# the bounds (a claim the bounds then hold the kernel to), and the monotonicity it withdraws needs
+# known_construction, which a kernel of unknown construction has not.
+LOOSENING = {"flushes_subnormals": True, "exp_of_zero_exact": False, "exp_rounded_to_output": True,
+             "log_terms_in_output": True, "log_shift_rounded": True, "known_construction": False}
+DEFAULT_DOWNCAST = 1.0  # the conversion of a dtype that downcast_ulps does not list: toward zero (bounds.py)
+
+
+def looser_than(arithmetic: Arithmetic, known: Arithmetic) -> list[str]:
+    """Each respect in which ``arithmetic`` gives looser bounds than ``known``, with both values; [] for none.
+
+    A figure that is no number (NaN) is looser: no bound derived from it holds a kernel to anything."""
+    scale = arithmetic.compute.unit_roundoff / known.compute.unit_roundoff
+    figures = [(name, getattr(arithmetic, name) * scale, getattr(known, name)) for name in ULPS_OF_COMPUTE]
+    figures += [(name, getattr(arithmetic, name), getattr(known, name)) for name in ABSOLUTE]
+    dtypes = sorted({*arithmetic.downcast_ulps, *known.downcast_ulps}, key=str)
+    figures += [(f"downcast_ulps[{dtype}]", arithmetic.downcast_ulps.get(dtype, DEFAULT_DOWNCAST),
+                 known.downcast_ulps.get(dtype, DEFAULT_DOWNCAST)) for dtype in dtypes]
+    unit = "" if scale == 1 else f" (in ulps of {known.compute})"
+    looser = [f"{name}: declared {value:g}{unit if name in ULPS_OF_COMPUTE else ''}, loosest known {bound:g}"
+              for name, value, bound in figures if not value <= bound]
+    looser += [f"{name}: declared {unsafe}, loosest known {not unsafe}" for name, unsafe in LOOSENING.items()
+               if bool(getattr(arithmetic, name)) == unsafe != bool(getattr(known, name))]
+    unreliable = arithmetic.subnormal_downcast_unreliable - known.subnormal_downcast_unreliable
+    if unreliable:
+        looser.append(f"subnormal_downcast_unreliable: declared {', '.join(sorted(map(str, unreliable)))} besides "
+                      f"the loosest known {', '.join(sorted(map(str, known.subnormal_downcast_unreliable))) or 'none'}")
+    if coarser(arithmetic.compute, known.compute):
+        looser.append(f"compute: declared {arithmetic.compute}, loosest known {known.compute}")
+    return looser
+
+
+def coarser(compute: Format, known: Format) -> bool:
+    """Whether computing in ``compute`` rounds more, or loses more below the smallest normal, than in ``known``."""
+    return (compute.unit_roundoff > known.unit_roundoff or compute.min_subnormal > known.min_subnormal
+            or compute.min_normal > known.min_normal)
+
+
+def looser_sum(profile: PrecisionProfile, n: int) -> list[str]:
+    """The respect in which ``profile``'s reduction errs more than ORDER_FREE on a row of ``n`` ([] where it does not).
+
+    The bounds cap a tree's depth at ORDER_FREE's n - 1 (bounds.sum_terms), but not the rescales of an online sum,
+    each (2 c0 + 1) u: to first order in u, the sum errs by its depth plus those, against n - 1 additions."""
+    reduction = profile.reduction
+    depth, rescales = min(reduction.depth(n), max(n - 1, 0)), reduction.rescales(n)
+    roundings = depth + rescales * (2 * profile.arithmetic.exp_ulps + 1)
+    if roundings <= ORDER_FREE.depth(n):
+        return []
+    return [f"reduction: {reduction} on rows of {n}: depth {depth} and {rescales} rescales, {roundings:g} "
+            f"roundings, beyond the {ORDER_FREE.depth(n)} of a sum in any order"]
 
 
 # The arithmetics of plain Triton and of torch on each backend.

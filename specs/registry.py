@@ -24,6 +24,7 @@ above both the kernels (``kernels/``, Triton and host code only) and the oracles
 
 from __future__ import annotations
 
+import functools
 import importlib
 import inspect
 import os
@@ -35,9 +36,9 @@ from pathlib import Path
 import torch
 
 from kernels.limits import FLOATING, HALF_AND_SINGLE, InputLimits
-from oracles.bounds import Arithmetic, PrecisionProfile
+from oracles.bounds import Arithmetic, PrecisionProfile, Reduction
 from oracles.call import Call
-from oracles.profiles import ORDER_FREE, PLAIN_ARITHMETICS, loosest
+from oracles.profiles import ORDER_FREE, PLAIN_ARITHMETICS, looser_sum, looser_than, loosest
 
 from .operations import OPERATIONS, SOFTMAX, Declared
 
@@ -331,7 +332,8 @@ def resolve(selector: str) -> KernelSpec:
 
 
 def precision_model(selector: str, function) -> Callable[[Call], PrecisionProfile]:
-    """A user kernel's ``precision`` attribute, checked to take the one call; :func:`unknown_profile` without one."""
+    """A user kernel's ``precision`` attribute, checked to take the one call, and each profile it gives to be no
+    looser than the suite's (:func:`checked`); :func:`unknown_profile` without one."""
     precision = getattr(function, "precision", None)
     if precision is None:
         return unknown_profile
@@ -342,10 +344,44 @@ def precision_model(selector: str, function) -> Callable[[Call], PrecisionProfil
     try:
         signature = inspect.signature(precision)
     except (TypeError, ValueError):  # a callable whose signature Python cannot read: taken as it is
-        return precision
+        return checked(selector, precision)
     try:
         signature.bind(None)
     except TypeError:
         raise ValueError(f"--kernel {selector!r}: its precision attribute must be {expected} (one positional "
                          f"argument); got precision{signature}") from None
-    return precision
+    return checked(selector, precision)
+
+
+def checked(selector: str, precision: Callable[[Call], PrecisionProfile]) -> Callable[[Call], PrecisionProfile]:
+    """``precision``, a user kernel's model, each profile it gives checked by :func:`declared_profile` (the judge asks
+    for the profile in each test, which the refusal fails)."""
+
+    @functools.wraps(precision)
+    def model(call: Call) -> PrecisionProfile:
+        return declared_profile(selector, precision(call), call)
+
+    return model
+
+
+def declared_profile(selector: str, profile, call: Call) -> PrecisionProfile:
+    """``profile``, what the kernel ``selector``'s precision model gave for ``call``; TypeError if it is no
+    PrecisionProfile, ValueError if it is looser than a kernel declaring no precision is judged by: judged by it,
+    the kernel would be judged by a tolerance of its own choosing."""
+    if not (isinstance(profile, PrecisionProfile) and isinstance(profile.arithmetic, Arithmetic)
+            and isinstance(profile.reduction, Reduction)):
+        raise TypeError(f"--kernel {selector!r}: precision(call) must return an oracles.bounds.PrecisionProfile of an "
+                        f"Arithmetic and a Reduction; got {profile!r:.200}")
+    looser = looser_than_known(profile, call.x.shape[call.dim] if call.x.dim() else 1)
+    if looser:
+        raise ValueError(f"--kernel {selector!r}: its precision model declares {profile.name!r}, looser than the "
+                         f"loosest the suite knows (by which a kernel declaring no precision is judged) in "
+                         f"{'; '.join(looser)}.  The kernel would be judged by its own tolerance, not the suite's: "
+                         f"refused.  Declare the arithmetic it computes with (oracles/profiles.py), or no precision")
+    return profile
+
+
+def looser_than_known(profile: PrecisionProfile, n: int) -> list[str]:
+    """Each respect in which ``profile``, on rows of ``n``, is looser than :func:`unknown_profile`, with both values:
+    its arithmetic than the loosest known, its reduction than a sum in any order."""
+    return [*looser_than(profile.arithmetic, unknown_arithmetic()), *looser_sum(profile, n)]

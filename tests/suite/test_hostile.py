@@ -210,26 +210,32 @@ def test_a_hanging_call_fails_its_test_by_the_watchdog_names_its_input_and_the_r
     assert elapsed < 90, elapsed  # three calls stopped at 2 s each, and the start-up of a sub-run
 
 
-def test_workers_that_die_in_kernel_calls_name_their_inputs_and_the_run_goes_on(run_pytest, tmp_path):
+# The misbehaving kernels registered, so that they run in the suite's processes (a kernel named by its path runs in
+# its own: tests/suite/test_kernel_process.py); the plugin registers them before the session imports the kernels.
+REGISTERED = ("-p", "tests.scenarios.misbehaving_registered")
+INTERPRETED = {"TRITON_INTERPRET": "1"}  # the plugin imports Triton before the suite sets the interpreter up
+
+
+def test_workers_that_die_in_registered_kernel_calls_name_their_inputs_and_the_run_goes_on(run_pytest, tmp_path):
     """One kernel deaf to the watchdog's alarm (it stands for a GPU kernel that never finishes), one that ends
     its process; xdist starts new workers, and the other tests still run."""
-    result = run_pytest("-n", "2", *FP32_AND_OTHERS, *QUICK, "--call-timeout", "2",
-                        "--kernel", f"{HOSTILE}misbehaving:hangs_deaf", "--kernel", f"{HOSTILE}misbehaving:exits",
-                        "--accuracy-report", str(tmp_path))
+    result = run_pytest("-n", "2", *REGISTERED, *FP32_AND_OTHERS, *QUICK, "--call-timeout", "2",
+                        "--kernel", "registered_hangs_deaf", "--kernel", "registered_exits",
+                        "--accuracy-report", str(tmp_path), **INTERPRETED)
     assert result.returncode == pytest.ExitCode.TESTS_FAILED, result.stdout[-3000:]
     assert re.search(r"\b\d+ passed", result.stdout.splitlines()[-1])  # the other tests still ran
     for kernel, why in (("hangs_deaf", "the watchdog ended this process"), ("exits", "the process died during the call")):
-        assert re.search(rf"crashed while running .*: {why}; the call: {HOSTILE}misbehaving:{kernel} softmax on "
-                         r"shape=\(", result.stdout), (kernel, result.stdout[-3000:])
+        assert re.search(rf"crashed while running .*: {why}; the call: registered_{kernel} softmax on shape=\(",
+                         result.stdout), (kernel, result.stdout[-3000:])
     replays = [f["replay"] for f in json.loads((tmp_path / "accuracy.json").read_text())["failures"]]
     assert sorted(r.split(" --device")[0] for r in replays) == [
         f"python -m harness.replay --kernel {HOSTILE}misbehaving:exits",
         f"python -m harness.replay --kernel {HOSTILE}misbehaving:hangs_deaf"]
 
 
-def test_a_run_that_dies_in_a_kernel_call_leaves_no_verdict_but_the_call(run_pytest, tmp_path):
-    result = run_pytest(*FP32_ACCURACY, *QUICK, "--kernel", f"{HOSTILE}misbehaving:exits",
-                        "--accuracy-report", str(tmp_path))
+def test_a_run_that_dies_in_a_registered_kernel_call_leaves_no_verdict_but_the_call(run_pytest, tmp_path):
+    result = run_pytest(*REGISTERED, *FP32_ACCURACY, *QUICK, "--kernel", "registered_exits",
+                        "--accuracy-report", str(tmp_path), **INTERPRETED)
     assert result.returncode == 3  # the kernel's own exit status: the run died with it
     summary = (tmp_path / "summary.md").read_text()
     assert "INCOMPLETE" in summary and "PASSED" not in summary

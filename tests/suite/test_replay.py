@@ -245,3 +245,34 @@ def test_a_case_makes_the_same_input_whatever_torchs_default_dtype(case):
     assert x.dtype == x64.dtype and torch.equal(x.isnan(), x64.isnan()) and torch.equal(x.signbit(), x64.signbit())
     assert torch.equal(x.nan_to_num(7.0), x64.nan_to_num(7.0)) and (keep is None) == (keep64 is None)
     assert keep is None or torch.equal(keep, keep64)
+
+
+UNBUILDABLE = {  # cases of the grammar that torch cannot build
+    "a layout of other dims": "Case(shape=(2, 3), dim=1, dtype=torch.float32, layout=Layout(order=(5,), steps=(1,)))",
+    "storage past memory": "Case(shape=(100000000000, 100000), dim=1, dtype=torch.float32)",
+}
+SMALL = "Case(shape=(2, 3), dim=1, dtype=torch.float32, values=Values(kind='normal', scale=1.0), seed=0)"
+EXITS = "tests.hostile.exits_in_call:"
+
+
+def test_a_case_torch_cannot_build_is_a_usage_error_not_a_kernel_beyond_its_bound():
+    """It exited 1, the status of a kernel beyond its bound, with torch's traceback."""
+    started = {name: start_replay("--kernel", "torch", "--device", "cpu", case) for name, case in UNBUILDABLE.items()}
+    for name, process in started.items():
+        result = finished(process)
+        assert result.returncode == 2, (name, result.stdout[-2000:], result.stderr[-2000:])
+        assert "error: CASE: cannot build it: " in result.stderr and "Traceback" not in result.stderr, name
+
+
+def test_a_kernel_that_calls_sys_exit_0_inside_its_call_is_no_pass():
+    """SystemExit(0) went through the replay: exit status 0, within the bound."""
+    result = replay("--kernel", EXITS + "exits_zero", "--device", "cpu", SMALL)
+    assert result.returncode == 1, result.stdout[-2000:] + result.stderr[-2000:]
+    assert "the kernel raised SystemExit (0) inside the call" in result.stdout, result.stdout[-2000:]
+
+
+def test_a_kernel_that_calls_os_exit_0_inside_its_call_is_no_pass():
+    """os._exit(0) ended the replay with the kernel's status, 0: the kernel now runs in a process of its own."""
+    result = replay("--kernel", EXITS + "os_exits_zero", "--device", "cpu", SMALL)
+    assert result.returncode == 1, result.stdout[-2000:] + result.stderr[-2000:]
+    assert "the kernel's process ended (exit status 0) before it answered" in result.stdout, result.stdout[-2000:]

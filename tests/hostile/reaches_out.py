@@ -1,0 +1,98 @@
+"""Hostile kernels that reach for the suite's process from inside a call (issue 46): each must fail, or pass where
+it is right, whatever it does there.
+
+Each takes fp32 only and is judged as a user's kernel of unknown construction, in a process of its own
+(``harness/host.py``):
+
+* ``detach_trick``: a temperature bug (softmax of x / 2, 9e7 ULP off) that sets its input's ``detach`` to return
+  x / 2, so that a judge reading the input through the kernel's object would judge the bug right: the suite keeps
+  its own input, and the bug fails.
+* ``attribute_on_output``: the same bug, its output carrying a ``detach`` that returns the right softmax: a
+  tensor with attributes does not cross.
+* ``subclass_output``: a right softmax returned as a tensor subclass: it does not cross.
+* ``skips`` / ``xfails``: raise pytest's skip or xfail inside the call, which would read as a skipped or an
+  expected failure: a kernel's call must return or raise an Exception.
+* ``exits_zero``: ends its process with status 0 inside the call, which would end a run without ``-n`` "passed".
+* ``holds_the_gil``: loops in C holding the GIL (``sum(range(1 << 62))``), deaf to every signal: its process is
+  killed at the call's limit.
+* ``sleeps_in_precision``: a right softmax whose ``precision(call)`` never returns: stopped as a call is.
+* ``leaves_a_thread``: a right softmax that leaves a thread running forever: it passes, and the run ends.
+"""
+
+import os
+import threading
+import time
+
+import pytest
+import torch
+
+from oracles.bounds import PrecisionProfile
+from specs.registry import Capabilities, unknown_profile
+
+CAPABILITIES = Capabilities(dtypes=frozenset({torch.float32}))
+
+
+class Marked(torch.Tensor):
+    """A tensor subclass: what it does when read is its own code."""
+
+
+def detach_trick(x: torch.Tensor, dim: int) -> torch.Tensor:
+    CAPABILITIES.check(x, dim)
+    hot = torch.softmax(x / 2, dim)
+    x.detach = lambda: x / 2
+    return hot
+
+
+def attribute_on_output(x: torch.Tensor, dim: int) -> torch.Tensor:
+    CAPABILITIES.check(x, dim)
+    y = torch.softmax(x / 2, dim)
+    y.detach = lambda: torch.softmax(x, dim)
+    return y
+
+
+def subclass_output(x: torch.Tensor, dim: int) -> torch.Tensor:
+    CAPABILITIES.check(x, dim)
+    return torch.softmax(x, dim).as_subclass(Marked)
+
+
+def skips(x: torch.Tensor, dim: int) -> torch.Tensor:
+    CAPABILITIES.check(x, dim)
+    pytest.skip("nothing to see here")
+
+
+def xfails(x: torch.Tensor, dim: int) -> torch.Tensor:
+    CAPABILITIES.check(x, dim)
+    pytest.xfail("known")
+
+
+def exits_zero(x: torch.Tensor, dim: int) -> torch.Tensor:
+    CAPABILITIES.check(x, dim)
+    os._exit(0)
+
+
+def holds_the_gil(x: torch.Tensor, dim: int) -> torch.Tensor:
+    CAPABILITIES.check(x, dim)
+    sum(range(1 << 62))
+    return torch.softmax(x, dim)
+
+
+def sleeps_in_precision(x: torch.Tensor, dim: int) -> torch.Tensor:
+    CAPABILITIES.check(x, dim)
+    return torch.softmax(x, dim)
+
+
+def never_answers(call) -> PrecisionProfile:
+    time.sleep(3600)
+    return unknown_profile(call)
+
+
+def leaves_a_thread(x: torch.Tensor, dim: int) -> torch.Tensor:
+    CAPABILITIES.check(x, dim)
+    threading.Thread(target=time.sleep, args=(3600,), daemon=False).start()
+    return torch.softmax(x, dim)
+
+
+for _kernel in (detach_trick, attribute_on_output, subclass_output, skips, xfails, exits_zero, holds_the_gil,
+                sleeps_in_precision, leaves_a_thread):
+    _kernel.capabilities = CAPABILITIES
+sleeps_in_precision.precision = never_answers

@@ -1,0 +1,147 @@
+"""A kernel named by its path runs in a process of its own (harness/host.py): whatever it does there, from inside a
+call or at its import, reaches neither the input the suite judges by, nor the test's outcome, nor the run's exit
+status, nor its time; and the suite's process never imports it (issue 46)."""
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ElementTree
+from pathlib import Path
+
+import pytest
+import torch
+
+from harness.calls import Breadcrumbs
+from harness.host import hosted
+
+ROOT = Path(__file__).resolve().parents[2]
+REACHES_OUT = "tests.hostile.reaches_out"
+FP32_ACCURACY = ("tests/kernel/test_accuracy.py", "-k", "test_output_within and -softmax- and float32")
+QUICK = ("--hypothesis-profile", "mutation", "--self-tests")  # and the run's device: on a GPU gate, its kernels there
+LIMIT = 3  # --call-timeout of these sub-runs: the grace is as long again
+# Kernel -> what its accuracy test must say ("passed" for the one that is right).
+EXPECTED = {
+    "detach_trick": "beyond the derived bound",
+    "attribute_on_output": "a tensor carrying attributes (detach) cannot cross",
+    "subclass_output": "a tensor subclass (Marked) cannot cross",
+    "skips": "the kernel raised Skipped",
+    "xfails": "the kernel raised XFailed",
+    "exits_zero": "the kernel's process ended (exit status 0) before it answered",
+    "holds_the_gil": f"the call did not return within {LIMIT} s (the watchdog's limit, --call-timeout) nor stop at the "
+                     f"alarm within {LIMIT} s more: its process was killed",
+    "sleeps_in_precision": f"sleeps_in_precision precision on shape=(",
+    "leaves_a_thread": "passed",
+}
+
+
+def outcomes(junit: Path) -> dict[str, str]:
+    """Test name -> "passed", or its failure's message."""
+    found = {}
+    for case in ElementTree.parse(junit).getroot().iter("testcase"):
+        said = next((element for element in case if element.tag in ("failure", "error", "skipped")), None)
+        found[case.get("name")] = "passed" if said is None else f"{said.tag}: {said.get('message', '')}"
+    return found
+
+
+@pytest.fixture
+def reaching(once, backend) -> dict:
+    """One serial sub-run of every kernel of tests/hostile/reaches_out.py: each kernel's outcome, the exit status
+    and how long the run took."""
+
+    def run(folder: Path) -> dict:
+        kernels = [arg for name in EXPECTED for arg in ("--kernel", f"{REACHES_OUT}:{name}")]
+        started = time.monotonic()
+        result = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:xdist",
+                                 *FP32_ACCURACY, *QUICK, "--device", backend.name, "--call-timeout", str(LIMIT),
+                                 *kernels, "--junitxml",
+                                 str(folder / "junit.xml")], cwd=ROOT, capture_output=True, text=True, timeout=600)
+        by_kernel = {re.search(r"\[tests\.hostile\.reaches_out:(\w+)-", name).group(1): said
+                     for name, said in outcomes(folder / "junit.xml").items()}
+        return {"status": result.returncode, "seconds": time.monotonic() - started, "outcomes": by_kernel,
+                "stdout": result.stdout[-3000:]}
+
+    return once("reaching", run)[0]
+
+
+@pytest.mark.parametrize("hostile", list(EXPECTED))
+def test_what_a_kernel_does_in_its_process_fails_it_and_no_more(reaching, hostile):
+    said = reaching["outcomes"].get(hostile, "not run")
+    expected = EXPECTED[hostile]
+    assert said == "passed" if expected == "passed" else (said.startswith("failure") and expected in said), \
+        (hostile, said[:1500], reaching["stdout"])
+
+
+def test_a_run_whose_kernels_end_their_process_or_leave_threads_ends_and_fails(reaching):
+    """os._exit(0) in a call did not end the run "passed", a thread left running did not keep it alive, and the
+    hangs were stopped at their limits: calls of the first example, a restart each, a few shrinking steps."""
+    assert reaching["status"] == pytest.ExitCode.TESTS_FAILED, reaching["stdout"]
+    assert reaching["seconds"] < 240, reaching["seconds"]
+
+
+@pytest.mark.parametrize("workers", [("-n", "2"), ()], ids=["xdist", "serial"])
+def test_a_kernel_holding_the_gil_is_stopped_at_its_limit_and_named(run_pytest, backend, workers):
+    started = time.monotonic()
+    result = run_pytest(*workers, *FP32_ACCURACY, *QUICK, "--device", backend.name, "--call-timeout", str(LIMIT),
+                        "--kernel", f"{REACHES_OUT}:holds_the_gil")
+    elapsed = time.monotonic() - started
+    assert result.returncode == pytest.ExitCode.TESTS_FAILED, result.stdout[-3000:]
+    assert re.search(rf"KernelHang: {REACHES_OUT}:holds_the_gil softmax on shape=\(.*replay: python -m harness.replay "
+                     rf".*: the call did not return within {LIMIT} s .*nor stop at the alarm", result.stdout), \
+        result.stdout[-3000:]
+    assert elapsed < 120, elapsed  # one call stopped at 6 s, the kernel process restarted, sub-run start-up
+
+
+def test_ctrl_c_ends_a_run_stuck_in_a_kernel_holding_the_gil_within_seconds(tmp_path, backend):
+    env = {k: v for k, v in os.environ.items() if k not in ("TRITON_INTERPRET", "PYTEST_XDIST_WORKER",
+                                                                           "PYTEST_XDIST_WORKER_COUNT")}
+    run = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:xdist", *FP32_ACCURACY,
+                            *QUICK, "--device", backend.name, "--call-timeout", "300",
+                            "--kernel", f"{REACHES_OUT}:holds_the_gil",
+                            "--accuracy-report", str(tmp_path)],
+                           cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not calls_running(tmp_path):
+        time.sleep(0.5)
+    run.send_signal(signal.SIGINT)
+    interrupted = time.monotonic()
+    stdout, _ = run.communicate(timeout=60)
+    ended = time.monotonic() - interrupted
+    assert ended < 5, (ended, stdout[-3000:])
+    assert run.returncode == pytest.ExitCode.INTERRUPTED, stdout[-3000:]
+    assert f"{REACHES_OUT}:holds_the_gil softmax on shape=" in (tmp_path / "summary.md").read_text()
+
+
+def calls_running(report: Path) -> bool:
+    """Whether a breadcrumb of the run writing its report to ``report`` says a kernel call is running."""
+    try:
+        folder = Path(re.search(r"kernel calls in progress are in (\S+?)\*\*", (report / "summary.md").read_text())
+                      .group(1))
+        return any(json.loads(path.read_text() or "{}").get("state") == "running" for path in folder.glob("*.json"))
+    except (OSError, AttributeError, ValueError):
+        return False
+
+
+def test_a_kernel_whose_import_ends_the_process_at_exit_or_deselects_tests_still_fails_its_fp16_bug(run_pytest,
+                                                                                                   backend):
+    """Its import registers os._exit(0) at exit and sets PYTEST_ADDOPTS to deselect fp16: in its own process,
+    neither reaches the run."""
+    result = run_pytest("-n", "2", "tests/kernel/test_accuracy.py", "-k", "test_output_within and -softmax-", *QUICK,
+                        "--device", backend.name, "--kernel", "tests.hostile.import_tricks:softmax")
+    assert result.returncode == pytest.ExitCode.TESTS_FAILED, result.stdout[-3000:]
+    assert re.search(r"FAILED \S+\[tests\.hostile\.import_tricks:softmax-softmax-float16\]", result.stdout), \
+        result.stdout[-3000:]
+
+
+def test_the_suite_never_imports_a_kernel_it_hosts(backend, tmp_path):
+    """The suite's process holds the kernel's declarations and its results, never its module."""
+    kernel = hosted(f"{REACHES_OUT}:leaves_a_thread", backend, 60.0, 5.0, Breadcrumbs(None, "main"))
+    x = torch.randn(3, 5)
+    y = kernel.softmax(x, 1)
+    assert REACHES_OUT not in sys.modules and not any(
+        "reaches_out" in str(getattr(module, "__file__", "")) for module in list(sys.modules.values()))
+    assert type(y) is torch.Tensor and torch.allclose(y, torch.softmax(x, 1)) and kernel.capabilities.dtypes == {
+        torch.float32}
