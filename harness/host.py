@@ -39,16 +39,13 @@ import atexit
 import builtins
 import ctypes
 import math
+import multiprocessing
 import os
 import signal
-import socket
-import subprocess
-import sys
 import traceback
 import weakref
 from dataclasses import replace
 from multiprocessing.connection import Connection
-from pathlib import Path
 
 import torch
 
@@ -56,9 +53,14 @@ from . import crossing
 from .calls import (CONTEXT, Breadcrumbs, ContractBroken, Guard, KernelHang, Outputs, Watchdog, described, describe_call,
                     dim_of, guarded, operation_named)
 
-ROOT = Path(__file__).resolve().parents[1]
 START_LIMIT = 300.0  # seconds for a kernel process to import its kernel (Triton, torch, the kernel's module)
 BUSY_STREAM_CYCLES = 200_000_000  # a call made on a stream of the caller's own is made on a busy one there too
+
+
+# Kernel processes are forked from a server that has imported torch, Triton and the registered kernels once (about
+# 2 s of every start otherwise); it starts with the first kernel process, after the backend set the environment up.
+FORKS = multiprocessing.get_context("forkserver")
+FORKS.set_forkserver_preload(["harness.host", "specs"])
 
 
 class KernelRefused(ValueError):
@@ -79,20 +81,18 @@ class KernelProcess:
 
     def __init__(self, selector: str, backend, limit: float | None, grace: float) -> None:
         self.selector, self.backend, self.limit, self.grace = selector, backend, limit, grace
-        self.process: subprocess.Popen | None = None
+        self.process: multiprocessing.Process | None = None
         self.conn: Connection | None = None
         self.declarations: dict | None = None
 
     def start(self) -> dict:
         """Start the kernel process and read its declarations; KernelRefused if it cannot judge the kernel."""
-        mine, theirs = socket.socketpair()
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "harness.host", str(theirs.fileno()), self.selector, self.backend.name,
-             str(self.backend.device), str(torch.get_num_threads()), str(self.limit or 0)],
-            pass_fds=(theirs.fileno(),), env=env, cwd=ROOT, start_new_session=True)
+        mine, theirs = FORKS.Pipe()
+        self.process = FORKS.Process(target=serve, args=(theirs, self.selector, self.backend.name, str(self.backend.device),
+                                                         torch.get_num_threads(), self.limit or 0.0), daemon=True)
+        self.process.start()
         theirs.close()
-        self.conn = Connection(mine.detach())
+        self.conn = mine
         KernelProcess._alive.add(self)
         reply = self._reply(START_LIMIT, f"importing {self.selector}", None)
         if reply is None:
@@ -131,7 +131,8 @@ class KernelProcess:
                 return None
             return crossing.receive(self.conn, self.backend.name)
         except (EOFError, OSError):
-            status = self.process.wait()
+            self.process.join()
+            status = self.process.exitcode
             self.stop()
             raise ContractBroken(f"{what}: the kernel's process ended (exit status {status}) before it answered: a "
                                  "kernel must return or raise, never end its process", replay) from None
@@ -143,7 +144,7 @@ class KernelProcess:
         """Kill the kernel process (its threads with it); the next request starts a new one."""
         if self.process is not None:
             self.process.kill()
-            self.process.wait()
+            self.process.join()
             self.process = None
         if self.conn is not None:
             self.conn.close()
@@ -246,7 +247,8 @@ def raised(reply: dict) -> BaseException:
 def serve(conn: Connection, selector: str, backend_name: str, device: str, threads: int, limit: float) -> None:
     """The kernel process: import the kernel, send its declarations, then answer calls until the suite goes.  Its
     watchdog's alarm stops a call looping in Python at ``limit`` (the suite's process kills one deaf to it)."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the suite's to handle: it kills this process
+    os.setsid()  # out of the terminal's process group: Ctrl-C is the suite's to handle, and it kills this process
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     die_with_parent()
     torch.set_num_threads(threads)
     try:
@@ -392,8 +394,3 @@ def die_with_parent() -> None:
         ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):
         pass
-
-
-if __name__ == "__main__":
-    fd, selector, backend_name, device, threads, limit = sys.argv[1:7]
-    serve(Connection(int(fd)), selector, backend_name, device, int(threads), float(limit))
