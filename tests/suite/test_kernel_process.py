@@ -82,10 +82,10 @@ def test_a_run_whose_kernels_end_their_process_or_leave_threads_ends_and_fails(r
     assert reaching["seconds"] < 240, reaching["seconds"]
 
 
-@pytest.mark.parametrize("workers", [("-n", "2"), ()], ids=["xdist", "serial"])
-def test_a_kernel_holding_the_gil_is_stopped_at_its_limit_and_named(run_pytest, backend, workers):
+def test_a_kernel_holding_the_gil_is_stopped_at_its_limit_and_named_under_xdist(run_pytest, backend):
+    """Serially, the batch above stops it (``holds_the_gil``)."""
     started = time.monotonic()
-    result = run_pytest(*workers, *FP32_ACCURACY, *QUICK, "--device", backend.name, "--call-timeout", str(LIMIT),
+    result = run_pytest("-n", "2", *FP32_ACCURACY, *QUICK, "--device", backend.name, "--call-timeout", str(LIMIT),
                         "--kernel", f"{REACHES_OUT}:holds_the_gil")
     elapsed = time.monotonic() - started
     assert result.returncode == pytest.ExitCode.TESTS_FAILED, result.stdout[-3000:]
@@ -129,7 +129,8 @@ def test_a_kernel_whose_import_ends_the_process_at_exit_or_deselects_tests_still
                                                                                                    backend):
     """Its import registers os._exit(0) at exit and sets PYTEST_ADDOPTS to deselect fp16: in its own process,
     neither reaches the run."""
-    result = run_pytest("-n", "2", "tests/kernel/test_accuracy.py", "-k", "test_output_within and -softmax-", *QUICK,
+    result = run_pytest("-n", "2", "tests/kernel/test_accuracy.py", "-k", "test_output_within and -softmax-float16",
+                        *QUICK,
                         "--device", backend.name, "--kernel", "tests.hostile.import_tricks:softmax")
     assert result.returncode == pytest.ExitCode.TESTS_FAILED, result.stdout[-3000:]
     assert re.search(r"FAILED \S+\[tests\.hostile\.import_tricks:softmax-softmax-float16\]", result.stdout), \
