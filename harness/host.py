@@ -162,13 +162,15 @@ atexit.register(KernelProcess.stop_all)
 def hosted(selector: str, backend, limit: float | None, grace: float, breadcrumbs: Breadcrumbs):
     """The KernelSpec of the kernel ``selector`` names, run in its own process: its callables and its precision
     model cross to it; its declarations came from it, as data."""
-    from specs.registry import KernelSpec, declared_profile, unknown_profile
+    from specs.registry import declared_profile, unknown_profile
 
     process = KernelProcess(selector, backend, limit, grace)
     declared = process.start()
-    spec = KernelSpec(declared["name"], softmax=None, capabilities=declared["capabilities"],
-                      description=declared["description"], clear_refusals=declared["clear_refusals"],
-                      replay_selector=declared["replay_selector"], pythonpath=declared["pythonpath"])
+    try:
+        spec = record_of(selector, declared)
+    except KernelRefused:
+        process.stop()
+        raise
 
     def calling(runs: str):
         def call(x, *args, **kwargs):
@@ -189,6 +191,33 @@ def hosted(selector: str, backend, limit: float | None, grace: float, breadcrumb
     callables = {runs: calling(runs) for runs in declared["callables"]}
     spec = replace(spec, **callables, precision=precision if declared["precision"] else unknown_profile)
     return spec
+
+
+def record_of(selector: str, declared: dict):
+    """The record of the kernel ``selector`` names, but for its callables: what the suite decides of it (its name,
+    how a replay names it, that any exception refuses an input) from the selector, what only its process knows
+    (capabilities, the operations it gives, whether it models its precision, the folder its module is found in)
+    from ``declared``, checked as :func:`specs.registry.register` checks a record; KernelRefused if it does not hold."""
+    from specs.operations import OPERATIONS
+    from specs.registry import Capabilities, KernelSpec, declares, optional_callables, replay_selector_of
+
+    capabilities, callables = declared.get("capabilities"), declared.get("callables")
+    pythonpath = declared.get("pythonpath")
+    problems = [what for what, bad in (
+        ("capabilities", not isinstance(capabilities, Capabilities)),
+        ("callables", not (isinstance(callables, list) and "softmax" in callables
+                           and set(callables) <= {op.runs for op in OPERATIONS.values()})),
+        ("precision", not isinstance(declared.get("precision"), bool)),
+        ("pythonpath", not (pythonpath == "" or isinstance(pythonpath, str) and pythonpath.isprintable()
+                            and os.path.isdir(pythonpath)))) if bad]
+    if not problems:
+        problems = [f"capabilities and {runs}" for runs, operations in optional_callables().items()
+                    if any(declares(capabilities, op) for op in operations) != (runs in callables)]
+    if problems:
+        raise KernelRefused(f"--kernel {selector!r}: its process declared what the suite cannot take ("
+                            f"{', '.join(problems)}): {str(declared)[:300]}")
+    return KernelSpec(selector, softmax=None, capabilities=capabilities, description=f"user kernel {selector}",
+                      clear_refusals=False, replay_selector=replay_selector_of(selector), pythonpath=pythonpath)
 
 
 def is_hosted(spec) -> bool:
@@ -325,15 +354,14 @@ def on_busy_stream(function, x: torch.Tensor, args, kwargs, cycles: int):
 
 
 def declarations(spec) -> dict:
-    """What the suite needs of the kernel, as data: the record but for its callables, and which it gives."""
+    """What only this process knows of the kernel, as data: its capabilities, the operations it gives, whether it
+    models its precision, the folder its module is found in (the suite decides the rest: :func:`record_of`)."""
     from specs.operations import OPERATIONS
     from specs.registry import Capabilities, unknown_profile
 
     capabilities = Capabilities(**{name: getattr(spec.capabilities, name)
                                    for name in Capabilities.__dataclass_fields__})
-    return {"name": spec.name, "capabilities": capabilities, "description": spec.description,
-            "clear_refusals": spec.clear_refusals, "replay_selector": spec.replay_selector,
-            "pythonpath": spec.pythonpath, "precision": spec.precision is not unknown_profile,
+    return {"capabilities": capabilities, "pythonpath": spec.pythonpath, "precision": spec.precision is not unknown_profile,
             "callables": sorted({op.runs for op in OPERATIONS.values() if getattr(spec, op.runs) is not None})}
 
 

@@ -306,10 +306,10 @@ def resolve(selector: str) -> KernelSpec:
     module_part, _, attribute = selector.rpartition(":")
     if is_file_selector(module_part):
         module = loaded_from_file(selector, module_part)
-        replay_selector, pythonpath = f"{Path(module_part).expanduser().resolve()}:{attribute}", ""
+        pythonpath = ""
     else:
         module = imported(selector, module_part)
-        replay_selector, pythonpath = selector, import_root(module)
+        pythonpath = import_root(module)
     function = getattr(module, attribute, None)
     if not callable(function):
         raise ValueError(f"--kernel {selector!r}: {module_part} has no callable {attribute!r}")
@@ -326,9 +326,15 @@ def resolve(selector: str) -> KernelSpec:
         precision=precision_model(selector, function),
         description=f"user kernel {selector}",
         clear_refusals=False,
-        replay_selector=replay_selector,
+        replay_selector=replay_selector_of(selector),
         pythonpath=pythonpath,
     )
+
+
+def replay_selector_of(selector: str) -> str:
+    """How a replay command names the kernel ``selector`` names: a file's path made absolute, a module as given."""
+    module_part, _, attribute = selector.rpartition(":")
+    return f"{Path(module_part).expanduser().resolve()}:{attribute}" if is_file_selector(module_part) else selector
 
 
 def precision_model(selector: str, function) -> Callable[[Call], PrecisionProfile]:

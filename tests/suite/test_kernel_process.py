@@ -16,7 +16,8 @@ import pytest
 import torch
 
 from harness.calls import Breadcrumbs
-from harness.host import hosted
+from harness.host import KernelRefused, hosted, record_of
+from specs.registry import Capabilities
 
 ROOT = Path(__file__).resolve().parents[2]
 REACHES_OUT = "tests.hostile.reaches_out"
@@ -146,3 +147,19 @@ def test_the_suite_never_imports_a_kernel_it_hosts(backend, tmp_path):
         "reaches_out" in str(getattr(module, "__file__", "")) for module in list(sys.modules.values()))
     assert type(y) is torch.Tensor and torch.allclose(y, torch.softmax(x, 1)) and kernel.capabilities.dtypes == {
         torch.float32}
+
+
+def test_a_kernel_process_cannot_name_its_kernel_nor_declare_what_the_suite_cannot_take():
+    """The suite names the kernel by its selector, whatever its process says (it could claim a registered kernel's
+    name and baseline); declarations that do not hold are refused."""
+    fair = {"capabilities": Capabilities(), "callables": ["softmax"], "precision": False, "pythonpath": "",
+            "name": "full_softmax", "description": "the reviewed full_softmax"}
+    spec = record_of("mine.py:softmax", fair)
+    assert (spec.name, spec.description, spec.clear_refusals) == ("mine.py:softmax", "user kernel mine.py:softmax",
+                                                                  False)
+    assert spec.replay_selector == f"{Path('mine.py').resolve()}:softmax"
+    for unfair in ({**fair, "capabilities": {"dtypes": "all"}}, {**fair, "callables": ["softmax", "__init__"]},
+                   {**fair, "callables": ["softmax", "log_softmax"]},  # log_softmax its capabilities do not declare
+                   {**fair, "precision": "yes"}, {**fair, "pythonpath": "/nowhere\n"}):
+        with pytest.raises(KernelRefused, match="declared what the suite cannot take"):
+            record_of("mine.py:softmax", unfair)
