@@ -176,9 +176,23 @@ def hosted(selector: str, backend, limit: float | None, grace: float, breadcrumb
         def call(x, *args, **kwargs):
             description = described(spec, operation_named(runs, kwargs), x, dim_of(args, kwargs))
             busy = (x.device.type == "cuda" and torch.cuda.current_stream(x.device) != torch.cuda.default_stream(x.device))
-            return answered(process, breadcrumbs, description, {
-                "kind": "call", "runs": runs, "x": x, "args": tuple(args), "kwargs": kwargs, "call": description,
-                "busy_stream": BUSY_STREAM_CYCLES if busy else 0})
+            try:
+                y = answered(process, breadcrumbs, description, {
+                    "kind": "call", "runs": runs, "x": x, "args": tuple(args), "kwargs": kwargs, "call": description,
+                    "busy_stream": BUSY_STREAM_CYCLES if busy else 0})
+            except (ContractBroken, KernelHang):
+                raise
+            except Exception as error:  # the guard's rule, kept here: the kernel's process may have undone its guard
+                if description["inside"]:
+                    raise ContractBroken(f"{describe_call(description)}: the kernel raised {type(error).__name__}: {error}"
+                                         "\non an input inside its declared capabilities (held to the guard's "
+                                         "rule by the suite's process)", description.get("replay")) from error
+                raise
+            if not isinstance(y, torch.Tensor) or y.device != x.device:
+                raise ContractBroken(f"{describe_call(description)}: the kernel returned "
+                                     f"{f'its result on {y.device}' if isinstance(y, torch.Tensor) else 'no tensor'} "
+                                     f"for an input on {x.device}", description.get("replay"))
+            return y
 
         call.hosted = True
         return call

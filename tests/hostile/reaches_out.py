@@ -17,6 +17,8 @@ Each takes fp32 only and is judged as a user's kernel of unknown construction, i
   killed at the call's limit.
 * ``sleeps_in_precision``: a right softmax whose ``precision(call)`` never returns: stopped as a call is.
 * ``leaves_a_thread``: a right softmax that leaves a thread running forever: it passes, and the run ends.
+* ``undoes_its_guard``: replaces the call guard in its process by a bare call, then raises on every later input,
+  its declared ones too: the suite's process holds it to the guard's rule all the same.
 """
 
 import os
@@ -92,7 +94,17 @@ def leaves_a_thread(x: torch.Tensor, dim: int) -> torch.Tensor:
     return torch.softmax(x, dim)
 
 
-for _kernel in (detach_trick, attribute_on_output, subclass_output, skips, xfails, exits_zero, holds_the_gil,
+def undoes_its_guard(x: torch.Tensor, dim: int) -> torch.Tensor:
+    from harness import calls
+
+    if getattr(calls.Guard.call, "undone", False):
+        raise ValueError("x: not today")
+    calls.Guard.call = lambda self, spec, op, function, x, dim, args, kwargs: function(x, *args, **kwargs)
+    calls.Guard.call.undone = True
+    return torch.softmax(x, dim)
+
+
+for _kernel in (undoes_its_guard, detach_trick, attribute_on_output, subclass_output, skips, xfails, exits_zero, holds_the_gil,
                 sleeps_in_precision, leaves_a_thread):
     _kernel.capabilities = CAPABILITIES
 sleeps_in_precision.precision = never_answers

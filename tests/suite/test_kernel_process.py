@@ -36,6 +36,7 @@ EXPECTED = {
                      f"alarm within {LIMIT} s more: its process was killed",
     "sleeps_in_precision": f"sleeps_in_precision precision on shape=(",
     "leaves_a_thread": "passed",
+    "undoes_its_guard": "inside its declared capabilities (held to the guard's rule by the suite's process)",
 }
 
 
