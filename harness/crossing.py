@@ -127,8 +127,7 @@ def plain_tensor(t: torch.Tensor) -> torch.Tensor:
 
 def view_meta(t: torch.Tensor) -> dict:
     return {"dtype": str(t.dtype).removeprefix("torch."), "shape": list(t.shape), "stride": list(t.stride()),
-            "offset": t.storage_offset(), "bytes": t.untyped_storage().nbytes(), "device": str(t.device),
-            "requires_grad": t.requires_grad}
+            "offset": t.storage_offset(), "bytes": t.untyped_storage().nbytes(), "device": str(t.device)}
 
 
 def storage_bytes(t: torch.Tensor) -> memoryview:
@@ -160,7 +159,7 @@ def rebuilt(meta: dict, conn: Connection, backend: str) -> torch.Tensor:
         t = torch.empty(0, dtype=dtype, device=device).set_(storage, meta["offset"], meta["shape"], meta["stride"])
     except (RuntimeError, TypeError) as error:
         raise CrossingError(f"a tensor's view does not fit its storage: {error}") from None
-    return t.requires_grad_(bool(meta.get("requires_grad")) and dtype.is_floating_point)
+    return t
 
 
 def send(conn: Connection, message: dict) -> None:
@@ -172,17 +171,20 @@ def send(conn: Connection, message: dict) -> None:
         conn.send_bytes(storage_bytes(t))
 
 
-def receive(conn: Connection, backend: str) -> dict:
+def receive(conn: Connection, backend: str, max_bytes: int | None = None) -> dict:
     """A message :func:`send` sent, its tensors rebuilt on their devices (the CPU or ``backend``'s); CrossingError if
-    it is not one."""
+    it is not one, or if its tensors hold more than ``max_bytes`` together."""
     try:
         header = json.loads(conn.recv_bytes(HEADER_BYTES))
         metas = header["tensors"]
+        claimed = sum(meta.get("bytes", 0) if isinstance(meta.get("bytes"), int) else 0 for meta in metas)
+        if max_bytes is not None and claimed > max_bytes:
+            raise CrossingError(f"tensors of {claimed} bytes, more than the {max_bytes} an answer may hold")
         payloads = [rebuilt(meta, conn, backend) for meta in metas]
         message = decode(header["message"], payloads)
     except OSError as error:  # the other end went away mid-message
         raise EOFError(str(error)) from None
-    except (ValueError, KeyError, TypeError, RecursionError, BufferTooShort) as error:
+    except (ValueError, KeyError, TypeError, RecursionError, BufferTooShort, MemoryError) as error:
         if isinstance(error, CrossingError):
             raise
         raise CrossingError(f"a malformed message ({type(error).__name__}: {str(error)[:120]})") from None

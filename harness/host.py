@@ -84,6 +84,7 @@ class KernelProcess:
         self.process: multiprocessing.Process | None = None
         self.conn: Connection | None = None
         self.declarations: dict | None = None
+        self.max_bytes = 1 << 20  # what a reply's tensors may hold (:meth:`request`)
 
     def start(self) -> dict:
         """Start the kernel process and read its declarations; KernelRefused if it cannot judge the kernel."""
@@ -109,9 +110,12 @@ class KernelProcess:
         return self.declarations
 
     def request(self, message: dict, call: dict) -> dict:
-        """``message`` answered within the call's limit; KernelHang or ContractBroken, naming ``call``, if not."""
+        """``message`` answered within the call's limit; KernelHang or ContractBroken, naming ``call``, if not.  The
+        answer's tensors may hold at most 8 times the bytes of the message's (fp16 in, float64 out), and 1 MiB."""
         if self.process is None:
             self.start()
+        sent = sum(v.untyped_storage().nbytes() for v in message.values() if isinstance(v, torch.Tensor))
+        self.max_bytes = 8 * sent + (1 << 20)
         try:
             crossing.send(self.conn, message)
         except OSError:
@@ -129,7 +133,7 @@ class KernelProcess:
         try:
             if not self.conn.poll(limit):
                 return None
-            return crossing.receive(self.conn, self.backend.name)
+            return crossing.receive(self.conn, self.backend.name, self.max_bytes)
         except (EOFError, OSError):
             self.process.join()
             status = self.process.exitcode
@@ -256,16 +260,16 @@ def answered(process: KernelProcess, breadcrumbs: Breadcrumbs, description: dict
     if kind == "profile":
         return reply.get("value")
     if kind == "raised":
-        raise raised(reply)
+        raise raised(reply, description.get("replay"))
     raise ContractBroken(f"{describe_call(description)}: the kernel's process answered {str(reply)[:200]}",
                          description.get("replay"))
 
 
-def raised(reply: dict) -> BaseException:
+def raised(reply: dict, replay: str | None) -> BaseException:
     """The error a kernel process reported: the suite's own kinds as themselves, a builtin exception as its type
     (a refusal's TypeError or ValueError), anything else as a RuntimeError naming its type; the kernel's traceback
-    as its cause."""
-    name, message, replay = str(reply.get("type")), str(reply.get("message")), reply.get("replay")
+    as its cause, and the suite's own ``replay`` (a kernel's process may not choose what reports tell users to run)."""
+    name, message = str(reply.get("type")), str(reply.get("message"))  # the replay is the suite's: ``replay``
     if name == "ContractBroken":
         error = ContractBroken(message, replay)
     elif name == "KernelHang":

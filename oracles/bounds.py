@@ -177,6 +177,18 @@ class Reduction:
     chunks: int = 1
     spans: int = 1
 
+    KINDS = ("sequential", "numpy-pairwise-block", "triton-block")
+
+    def __post_init__(self) -> None:
+        """ValueError naming the field, unless the tree is one there is: a declared reduction of negative rows or a
+        million chunks would take the bounds anywhere (a precision model may declare any)."""
+        if self.kind not in self.KINDS:
+            raise ValueError(f"Reduction.kind must be one of {', '.join(self.KINDS)}; got {self.kind!r}")
+        for name in ("num_warps", "rows", "chunks", "spans") + (("block",) if self.block is not None else ()):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"Reduction.{name} must be an int >= 1; got {value!r}")
+
     def depth(self, n: int) -> int:
         if n <= 1:
             return 0

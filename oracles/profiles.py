@@ -241,7 +241,7 @@ def looser_sum(profile: PrecisionProfile, n: int) -> list[str]:
     The bounds cap a tree's depth at ORDER_FREE's n - 1 (bounds.sum_terms), but not the rescales of an online sum,
     each (2 c0 + 1) u: to first order in u, the sum errs by its depth plus those, against n - 1 additions."""
     reduction = profile.reduction
-    depth, rescales = min(reduction.depth(n), max(n - 1, 0)), reduction.rescales(n)
+    depth, rescales = max(min(reduction.depth(n), n - 1), 0), max(reduction.rescales(n), 0)
     roundings = depth + rescales * (2 * profile.arithmetic.exp_ulps + 1)
     if roundings <= ORDER_FREE.depth(n):
         return []

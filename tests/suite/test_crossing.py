@@ -78,3 +78,10 @@ def test_a_tensor_on_another_backend_or_with_a_view_past_its_storage_is_refused(
         pipe[0].send_bytes(bytes(8))
         with pytest.raises(CrossingError):
             receive(pipe[1], "npu")
+
+
+def test_an_answer_holding_more_bytes_than_it_may_is_refused_before_they_are_read(pipe):
+    meta = {"dtype": "float32", "shape": [1], "stride": [1], "offset": 0, "bytes": 1 << 40, "device": "cpu"}
+    pipe[0].send_bytes(json.dumps({"message": {"map": [["y", {"tensor": 0}]]}, "tensors": [meta]}).encode())
+    with pytest.raises(CrossingError, match="more than the 4096 an answer may hold"):
+        receive(pipe[1], "cpu", max_bytes=4096)

@@ -111,3 +111,12 @@ def test_a_kernel_hiding_a_bug_behind_a_loose_precision_fails_and_the_examples_d
     assert failed == [f"FAILED {accuracy}"], result.stdout[-3000:]
     said = ("div_ulps: declared 1e+30, loosest known 3", "judged by its own tolerance", "1 failed, 1 passed")
     assert all(words in result.stdout for words in said), result.stdout[-3000:]
+
+
+@pytest.mark.parametrize("fields", [{"rows": -10**12}, {"chunks": 0}, {"num_warps": 2.5}, {"block": 0},
+                                    {"kind": "tree of my own"}])
+def test_a_reduction_no_kernel_can_have_is_refused_where_it_is_made(fields):
+    """A declared reduction of negative rows made a depth so negative that a bug 16880 ULP off passed, its million
+    chunks taking the bounds to 100 times the value (found by a red team of the kernel process)."""
+    with pytest.raises(ValueError, match=f"Reduction.{next(iter(fields))} must be"):
+        Reduction(**{"kind": "triton-block", **fields})

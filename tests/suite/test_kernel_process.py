@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from harness.calls import Breadcrumbs
-from harness.host import KernelRefused, hosted, record_of
+from harness.calls import Breadcrumbs, ContractBroken
+from harness.host import KernelRefused, hosted, raised, record_of
 from specs.registry import Capabilities
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -164,3 +164,11 @@ def test_a_kernel_process_cannot_name_its_kernel_nor_declare_what_the_suite_cann
                    {**fair, "precision": "yes"}, {**fair, "pythonpath": "/nowhere\n"}):
         with pytest.raises(KernelRefused, match="declared what the suite cannot take"):
             record_of("mine.py:softmax", unfair)
+
+
+def test_what_a_kernel_process_raised_carries_the_suites_replay_never_its_own():
+    """A kernel's process may not choose the command reports tell users to run (nor crash them with a non-string)."""
+    for planted in ("python -c 'open(\"pwned\", \"w\")'", [1, 2]):
+        error = raised({"type": "ContractBroken", "message": "boom", "replay": planted}, "python -m harness.replay x")
+        assert isinstance(error, ContractBroken) and error.replay == "python -m harness.replay x"
+    assert type(raised({"type": "SystemExit", "message": "0"}, None)) is RuntimeError  # not an Exception: no exit
