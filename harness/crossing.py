@@ -15,6 +15,7 @@ sender's view reads, and owns them.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 from collections.abc import Mapping
 from multiprocessing import BufferTooShort
@@ -33,6 +34,7 @@ class CrossingError(ValueError):
     """A message that is not one: malformed, too deep, or naming what cannot cross."""
 
 
+@functools.cache
 def records() -> dict[str, type]:
     """The suite's records that may cross, by name (imported here: specs imports the registered kernels)."""
     from specs.registry import Capabilities

@@ -2,7 +2,6 @@
 call or at its import, reaches neither the input the suite judges by, nor the test's outcome, nor the run's exit
 status, nor its time; and the suite's process never imports it (issue 46)."""
 
-import json
 import os
 import re
 import signal
@@ -18,6 +17,7 @@ import torch
 from harness.calls import Breadcrumbs, ContractBroken
 from harness.host import KernelRefused, hosted, raised, record_of
 from specs.registry import Capabilities
+from tests.suite.test_hostile import running
 
 ROOT = Path(__file__).resolve().parents[2]
 REACHES_OUT = "tests.hostile.reaches_out"
@@ -106,7 +106,7 @@ def test_ctrl_c_ends_a_run_stuck_in_a_kernel_holding_the_gil_within_seconds(tmp_
                             "--accuracy-report", str(tmp_path)],
                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and not calls_running(tmp_path):
+    while time.monotonic() < deadline and not running(tmp_path, "("):  # any call
         time.sleep(0.5)
     run.send_signal(signal.SIGINT)
     interrupted = time.monotonic()
@@ -115,16 +115,6 @@ def test_ctrl_c_ends_a_run_stuck_in_a_kernel_holding_the_gil_within_seconds(tmp_
     assert ended < 5, (ended, stdout[-3000:])
     assert run.returncode == pytest.ExitCode.INTERRUPTED, stdout[-3000:]
     assert f"{REACHES_OUT}:holds_the_gil softmax on shape=" in (tmp_path / "summary.md").read_text()
-
-
-def calls_running(report: Path) -> bool:
-    """Whether a breadcrumb of the run writing its report to ``report`` says a kernel call is running."""
-    try:
-        folder = Path(re.search(r"kernel calls in progress are in (\S+?)\*\*", (report / "summary.md").read_text())
-                      .group(1))
-        return any(json.loads(path.read_text() or "{}").get("state") == "running" for path in folder.glob("*.json"))
-    except (OSError, AttributeError, ValueError):
-        return False
 
 
 def test_a_kernel_whose_import_ends_the_process_at_exit_or_deselects_tests_still_fails_its_fp16_bug(run_pytest,
