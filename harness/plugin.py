@@ -41,7 +41,7 @@ NOTES = "notes"
 # planted bug, passes these bounds and fails its declared model's).
 LOOSEST = " (declares no precision: judged by the loosest known arithmetic's bounds, which a precision model tightens)"
 DECLARED = (" (declares a precision model: judged by its own profiles' bounds, each refused in its test if looser "
-            "than the loosest known arithmetic summed in any order)")
+            "than the loosest known arithmetic summed in any order, folding tiles as a known construction does)")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -155,7 +155,8 @@ class Reduction:
     """The tree that sums a row: its depth h, and how many rescales an online sum applies.
 
     ``kind`` is one of:
-      * ``"sequential"``: h = n - 1, a bound valid for any order of additions;
+      * ``"sequential"``: h = n - 1, a bound valid for any order of additions (and,
+        with ``chunks``, of a sum that folds that many tiles in any order);
       * ``"numpy-pairwise-block"``: numpy's pairwise ``np.sum`` over each tile (the
         Triton interpreter's ``tl.sum``);
       * ``"triton-block"``: a compiled Triton ``tl.sum`` over a tile of ``rows``
@@ -208,7 +209,7 @@ class Reduction:
         raise ValueError(f"unknown reduction kind {self.kind!r}")
 
     def rescales(self, n: int) -> int:
-        return 0 if self.kind == "sequential" else self.chunks - 1 + (self.spans > 1)
+        return self.chunks - 1 + (self.spans > 1)
 
 
 def _numpy_pairwise_depth(n: int) -> int:

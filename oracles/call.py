@@ -46,6 +46,11 @@ class Call:
         return self.operation.log
 
     @property
+    def row_length(self) -> int:
+        """How many entries the softmax normalises over (a 0-d input's one)."""
+        return self.x.shape[self.dim] if self.x.dim() else 1
+
+    @property
     def out_dtype(self) -> torch.dtype | None:
         """The output dtype the call asks for; None: the input's."""
         return self.operation.out_dtype

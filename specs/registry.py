@@ -38,7 +38,7 @@ import torch
 from kernels.limits import FLOATING, HALF_AND_SINGLE, InputLimits
 from oracles.bounds import Arithmetic, PrecisionProfile, Reduction
 from oracles.call import Call
-from oracles.profiles import ORDER_FREE, PLAIN_ARITHMETICS, looser_sum, looser_than, loosest
+from oracles.profiles import PLAIN_ARITHMETICS, folded_in_any_order, looser_sum, looser_than, loosest
 
 from .operations import OPERATIONS, SOFTMAX, Declared
 
@@ -127,8 +127,9 @@ def unknown_arithmetic() -> Arithmetic:
 
 
 def unknown_profile(call: Call) -> PrecisionProfile:
-    """The precision of a kernel that declares none: the loosest known arithmetic, summed in any order."""
-    return PrecisionProfile(unknown_arithmetic(), ORDER_FREE)
+    """The precision of a kernel that declares none: the loosest known arithmetic, summed in any order, folding
+    tiles as often as a known construction."""
+    return PrecisionProfile(unknown_arithmetic(), folded_in_any_order(call.row_length))
 
 
 @dataclass(frozen=True)
@@ -389,5 +390,5 @@ def declared_profile(selector: str, profile, call: Call) -> PrecisionProfile:
 
 def looser_than_known(profile: PrecisionProfile, n: int) -> list[str]:
     """Each respect in which ``profile``, on rows of ``n``, is looser than :func:`unknown_profile`, with both values:
-    its arithmetic than the loosest known, its reduction than a sum in any order."""
+    its arithmetic than the loosest known, its reduction than a sum in any order folding tiles as a known one."""
     return [*looser_than(profile.arithmetic, unknown_arithmetic()), *looser_sum(profile, n)]

@@ -19,7 +19,7 @@ from kernels import reported_bugs as rb
 from kernels.limits import InputLimits
 from oracles.bounds import PrecisionProfile
 from oracles.call import Call
-from oracles.profiles import ORDER_FREE, TORCH_CPU
+from oracles.profiles import TORCH_CPU, folded_in_any_order
 
 from .registry import Capabilities
 
@@ -29,8 +29,8 @@ OPERATIONS = ("softmax", "log_softmax", "masked_softmax", "softmax_fp32_out")
 
 def torch_cpu(call: Call) -> PrecisionProfile:
     """float32 torch on the CPU (Sleef exp and log, IEEE division, one rounding to the output dtype), summed in any
-    order: the depth n - 1 also covers the rescales of the tiled kernels, which fold at most (n - 1) / 128 tiles."""
-    return PrecisionProfile(TORCH_CPU, ORDER_FREE)
+    order, folding tiles of 128 at the narrowest (the flash-attention reproduction's)."""
+    return PrecisionProfile(TORCH_CPU, folded_in_any_order(call.row_length))
 
 
 @dataclass(frozen=True, kw_only=True)
