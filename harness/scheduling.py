@@ -22,7 +22,11 @@ A test's seconds spent waiting for work that another test does for both (a
 sub-run several tests read, made by whichever asks first: :func:`waited`) are
 not its own, and are recorded without it: else every test of such a group
 would be recorded as long as the work, all would start first and wait on one
-worker's sub-run (on the H100, nine workers of sixteen for two minutes).
+worker's sub-run (on the H100, nine workers of sixteen for two minutes).  The
+tests marked ``last`` read sub-runs that many other tests make (the mutants',
+the reported bugs'): they run after all others, when those are made, instead of
+waiting for another worker to make them (on the CPU, 80 of a gate's 1000
+seconds, docs/timings.md).
 
 Before them come the tests marked ``first``, shortest first: each kernel's
 cheap checks and the accuracy tests that open with the regression catalog's
@@ -52,6 +56,7 @@ from .session import session_of
 
 ROOT = Path(__file__).resolve().parents[1]
 FIRST = "first"  # the marker of the tests that run before the others
+LAST = "last"  # the marker of the tests that run after the others
 NAMES_THE_BUG = "accuracy_record"  # the fixture of the tests whose failure names the worst element: first of all
 WAITED = "waited"  # the payload kind: seconds a test waited for work another test did for both
 
@@ -135,13 +140,14 @@ def expected(nodeids, durations: dict[str, float]) -> dict[str, float]:
 
 def first_looks_then_longest(items: list, durations: dict[str, float]) -> list:
     """The tests marked ``first`` by expected duration, shortest first, those that record accuracy before the
-    others; then the others longest first; ties (unknown tests) keep their collection order."""
+    others; then the others longest first, those marked ``last`` after all; ties (unknown tests) keep their
+    collection order."""
     seconds = expected([item.nodeid for item in items], durations)
     first = [item for item in items if item.get_closest_marker(FIRST) is not None]
     rest = [item for item in items if item.get_closest_marker(FIRST) is None]
     return (sorted(first, key=lambda item: (NAMES_THE_BUG not in getattr(item, "fixturenames", ()),
                                             seconds[item.nodeid]))
-            + sorted(rest, key=lambda item: seconds[item.nodeid], reverse=True))
+            + sorted(rest, key=lambda item: (item.get_closest_marker(LAST) is not None, -seconds[item.nodeid])))
 
 
 def dealt(items: list, hands: int) -> list:

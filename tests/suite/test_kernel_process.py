@@ -84,17 +84,30 @@ def test_a_run_whose_kernels_end_their_process_or_leave_threads_ends_and_fails(r
     assert reaching["seconds"] < 240, reaching["seconds"]
 
 
-def test_a_kernel_holding_the_gil_is_stopped_at_its_limit_and_named_under_xdist(run_pytest, backend):
+@pytest.fixture
+def under_xdist(once, run_pytest, backend) -> dict:
+    """One sub-run under ``-n 2`` of two kernels: one holding the GIL in its calls, one whose import reaches for the
+    run (import_tricks: an exit handler ending the process with status 0, PYTEST_ADDOPTS deselecting fp16): its
+    exit status, output and how long it took."""
+
+    def run(folder: Path) -> dict:
+        started = time.monotonic()
+        result = run_pytest("-n", "2", "tests/kernel/test_accuracy.py", "-k",
+                            "test_output_within and (-softmax-float32 or -softmax-float16)", *QUICK,
+                            "--device", backend.name, "--call-timeout", str(LIMIT), "--kernel",
+                            f"{REACHES_OUT}:holds_the_gil", "--kernel", "tests.hostile.import_tricks:softmax")
+        return {"status": result.returncode, "stdout": result.stdout, "seconds": time.monotonic() - started}
+
+    return once("kernel-process-under-xdist", run)[0]
+
+
+def test_a_kernel_holding_the_gil_is_stopped_at_its_limit_and_named_under_xdist(under_xdist):
     """Serially, the batch above stops it (``holds_the_gil``)."""
-    started = time.monotonic()
-    result = run_pytest("-n", "2", *FP32_ACCURACY, *QUICK, "--device", backend.name, "--call-timeout", str(LIMIT),
-                        "--kernel", f"{REACHES_OUT}:holds_the_gil")
-    elapsed = time.monotonic() - started
-    assert result.returncode == pytest.ExitCode.TESTS_FAILED, result.stdout[-3000:]
+    assert under_xdist["status"] == pytest.ExitCode.TESTS_FAILED, under_xdist["stdout"][-3000:]
     assert re.search(rf"KernelHang: {REACHES_OUT}:holds_the_gil softmax on shape=\(.*replay: python -m harness.replay "
-                     rf".*: the call did not return within {LIMIT} s .*nor stop at the alarm", result.stdout), \
-        result.stdout[-3000:]
-    assert elapsed < 120, elapsed  # one call stopped at 6 s, the kernel process restarted, sub-run start-up
+                     rf".*: the call did not return within {LIMIT} s .*nor stop at the alarm", under_xdist["stdout"]), \
+        under_xdist["stdout"][-3000:]
+    assert under_xdist["seconds"] < 120, under_xdist["seconds"]  # a call stopped at 6 s, a restart, the start-up
 
 
 def test_ctrl_c_ends_a_run_stuck_in_a_kernel_holding_the_gil_within_seconds(tmp_path, backend):
@@ -117,16 +130,13 @@ def test_ctrl_c_ends_a_run_stuck_in_a_kernel_holding_the_gil_within_seconds(tmp_
     assert f"{REACHES_OUT}:holds_the_gil softmax on shape=" in (tmp_path / "summary.md").read_text()
 
 
-def test_a_kernel_whose_import_ends_the_process_at_exit_or_deselects_tests_still_fails_its_fp16_bug(run_pytest,
-                                                                                                   backend):
+def test_a_kernel_whose_import_ends_the_process_at_exit_or_deselects_tests_still_fails_its_fp16_bug(under_xdist):
     """Its import registers os._exit(0) at exit and sets PYTEST_ADDOPTS to deselect fp16: in its own process,
     neither reaches the run."""
-    result = run_pytest("-n", "2", "tests/kernel/test_accuracy.py", "-k", "test_output_within and -softmax-float16",
-                        *QUICK,
-                        "--device", backend.name, "--kernel", "tests.hostile.import_tricks:softmax")
-    assert result.returncode == pytest.ExitCode.TESTS_FAILED, result.stdout[-3000:]
-    assert re.search(r"FAILED \S+\[tests\.hostile\.import_tricks:softmax-softmax-float16\]", result.stdout), \
-        result.stdout[-3000:]
+    assert under_xdist["status"] == pytest.ExitCode.TESTS_FAILED, under_xdist["stdout"][-3000:]
+    assert re.search(r"FAILED \S+\[tests\.hostile\.import_tricks:softmax-softmax-float16\]", under_xdist["stdout"]), \
+        under_xdist["stdout"][-3000:]
+    assert not re.search(r"FAILED \S+\[tests\.hostile\.import_tricks:softmax-softmax-float32\]", under_xdist["stdout"])
 
 
 def test_the_suite_never_imports_a_kernel_it_hosts(backend, tmp_path):

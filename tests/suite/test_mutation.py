@@ -107,6 +107,7 @@ def test_mutant_is_caught(mutant, caught_in, request):
                        "--hypothesis-profile mutation)")
 
 
+@pytest.mark.last  # reads every sub-run
 def test_each_mutant_is_stopped_at_its_first_failed_test(mutants_caught):
     assert all(len(failed) <= 1 for failed in mutants_caught.values()), mutants_caught
 
@@ -150,6 +151,7 @@ def judged_correct(run_pytest, tmp_path, request, correct: str, *tests: str, sco
     assert not failed, f"false alarm on {correct}: {failed}\n{output[-3000:]}"
 
 
+@pytest.mark.last  # reads the sub-runs of its mutants
 def test_the_unregistered_parent_passes_the_tests_that_caught_its_mutants(caught_in, run_pytest, tmp_path, request):
     its_sub_runs = {sub_run_of(name) for name in BUG_CLASSES if getattr(mutants, name).parent == UNREGISTERED_PARENT}
     tests = as_parents({mutant: failed for k in its_sub_runs for mutant, failed in caught_in(k).items()},

@@ -70,6 +70,7 @@ def test_a_reported_bug_is_caught_on_its_path(name, caught_in, request):
     assert all(on_its_path(node, record.operation) for node in caught_by), (record.operation, caught_by)
 
 
+@pytest.mark.last  # reads every operation's sub-run
 def test_each_control_passes_the_test_that_caught_its_bug(caught_in, run_pytest, tmp_path):
     caught = {name: nodes for k in SUB_RUNS for name, nodes in
               ((selector_name.split(":")[1], nodes) for selector_name, nodes in caught_in(k).items())}

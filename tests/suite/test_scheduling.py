@@ -53,11 +53,11 @@ def test_each_process_takes_its_share_of_the_threads_and_passes_it_on(run_pytest
 class Item:
     """What the ordering reads of a collected test: its id, whether it is marked first, its fixtures."""
 
-    def __init__(self, nodeid, first=False, fixturenames=()):
-        self.nodeid, self.first, self.fixturenames = nodeid, first, fixturenames
+    def __init__(self, nodeid, first=False, fixturenames=(), last=False):
+        self.nodeid, self.first, self.fixturenames, self.last = nodeid, first, fixturenames, last
 
     def get_closest_marker(self, name):
-        return name if name == "first" and self.first else None
+        return name if (name == "first" and self.first) or (name == "last" and self.last) else None
 
 
 def test_a_test_the_durations_do_not_name_takes_the_longest_of_its_family():
@@ -77,6 +77,15 @@ def test_of_the_tests_marked_first_those_that_record_accuracy_come_first_of_all(
                  "accuracy[bfloat16]": 20.0}
     assert [i.nodeid for i in first_looks_then_longest(items, durations)] == [
         "accuracy[bfloat16]", "accuracy[float32]", "special[+inf]", "bias", "long"]
+
+
+def test_the_tests_marked_last_come_after_all_others_longest_first():
+    """They read sub-runs the others make: run early, they waited for another worker to make them."""
+    items = [Item("reads[b]", last=True), Item("short"), Item("reads[a]", last=True), Item("cheap", first=True),
+             Item("long")]
+    durations = {"reads[a]": 60.0, "reads[b]": 30.0, "short": 1.0, "cheap": 0.1, "long": 300.0}
+    assert [i.nodeid for i in first_looks_then_longest(items, durations)] == [
+        "cheap", "long", "short", "reads[a]", "reads[b]"]
 
 
 # xdist stops a run at -x's first failure by interrupting it.
