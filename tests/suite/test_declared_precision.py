@@ -73,9 +73,13 @@ def test_a_flag_is_looser_where_it_takes_the_unsafe_value_the_known_arithmetic_d
     assert {"flushes_subnormals", "exp_of_zero_exact"} <= set(respects(looser_than(TRITON_ASCEND, TORCH_CPU)))
 
 
-def test_an_online_sum_rescaling_more_than_a_sum_in_any_order_adds_is_looser_and_the_online_kernels_is_not():
+def test_an_online_sum_rescaling_more_than_the_narrowest_known_tiles_is_looser_and_the_online_kernels_is_not():
     assert respects(looser_than_known(PrecisionProfile(TORCH_CPU, Reduction("triton-block", chunks=10**9)), ROW)) \
         == ["reduction"]
+    tiles_of_64 = PrecisionProfile(TORCH_CPU, Reduction("triton-block", block=64, chunks=ROW // 64))
+    assert looser_than_known(tiles_of_64, ROW) == [
+        f"reduction: {tiles_of_64.reduction} on rows of {ROW}: rescales 63, beyond the 32 of a sum in any order "
+        "folding tiles of 128"]
     for n in (1, 255, 256, 257, 1000, 4097, 1 << 20):  # one tile, two, many (tiles of 256)
         for backend in ("cpu", "cuda"):
             profile = online.precision(Call(torch.zeros(1, n), -1, SOFTMAX, backend))
