@@ -6,9 +6,9 @@ the kernel does not declare.
 The accuracy tests over (operation, dtype) are left out, for time (half the sub-run): their inputs are drawn
 inside the capabilities, and their catalog entries outside them are expected refused, by design."""
 
-import xml.etree.ElementTree as ElementTree
-
 import pytest
+
+from tests import junit
 
 SCENARIO = "tests/scenarios/half_only_masked.py"
 KERNELS = ("softmax", "softmax_rank_3")
@@ -28,14 +28,11 @@ UNDECLARED = ("declares no float32", "does not declare torch.float32", "declares
 
 def test_kernels_declaring_half_dtypes_and_one_rank_pass_every_kernel_test_and_are_judged_by_the_fixed_ones(
         run_pytest, tmp_path):
-    junit = tmp_path / "junit.xml"
     kernels = [arg for name in KERNELS for arg in ("--kernel", f"{SCENARIO}:{name}")]
     result = run_pytest("tests/kernel", "-k", "not test_output_within_derived_bound", "--device", "cpu",
-                        "--hypothesis-profile", "ci", *kernels, "--junitxml", str(junit), "-q")
-    outcomes = {}  # test name with its parameters -> "passed", or "<failure|error|skipped>: what it said"
-    for case in ElementTree.parse(junit).getroot().iter("testcase"):
-        said = next((element for element in case if element.tag in ("failure", "error", "skipped")), None)
-        outcomes[case.get("name")] = "passed" if said is None else f"{said.tag}: {said.get('message', '')[:300]}"
+                        "--hypothesis-profile", "ci", *kernels, "--junitxml", str(tmp_path / "junit.xml"), "-q")
+    # test name with its parameters -> "passed", or "<failure|error|skipped>: what it said"
+    outcomes = {case.name: case.said[:300] for case in junit.outcomes(tmp_path / "junit.xml")}
     wrong = {name: said for name, said in outcomes.items() if said.startswith(("failure", "error"))}
     assert not wrong and result.returncode == pytest.ExitCode.OK, (wrong, result.stdout[-3000:])
     for kernel in KERNELS:

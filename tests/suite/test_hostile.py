@@ -9,11 +9,11 @@ import signal
 import subprocess
 import sys
 import time
-import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 
 import pytest
 
+from tests import junit
 from tests.hostile.misbehaving import PLANTED
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -57,12 +57,11 @@ def run_batch(folder: Path) -> dict:
                              str(folder / "report")], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
     assert result.returncode == pytest.ExitCode.TESTS_FAILED, result.stdout[-3000:] + result.stderr[-3000:]
     verdicts: dict = {}
-    for case in ElementTree.parse(folder / "junit.xml").getroot().iter("testcase"):
-        kernel = re.search(r"\[(tests\.hostile\.[^\]-]+)", case.get("name")).group(1).removeprefix(HOSTILE)
-        failure = case.find("failure")
-        if case.find("skipped") is None:
-            verdicts.setdefault(kernel, {})[case.get("name").split("[")[0]] = \
-                None if failure is None else failure.get("message", "") + (failure.text or "")
+    for case in junit.outcomes(folder / "junit.xml"):
+        kernel = re.search(r"\[(tests\.hostile\.[^\]-]+)", case.name).group(1).removeprefix(HOSTILE)
+        if case.kind != "skipped":
+            verdicts.setdefault(kernel, {})[case.name.split("[")[0]] = \
+                None if case.kind == "passed" else case.message + case.text
     return {"verdicts": verdicts, "stdout": result.stdout}
 
 

@@ -8,7 +8,6 @@ import signal
 import subprocess
 import sys
 import time
-import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 
 import pytest
@@ -17,6 +16,7 @@ import torch
 from harness.calls import Breadcrumbs, ContractBroken
 from harness.host import KernelRefused, hosted, raised, record_of
 from specs.registry import Capabilities
+from tests import junit
 from tests.suite.test_hostile import running
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -40,15 +40,6 @@ EXPECTED = {
 }
 
 
-def outcomes(junit: Path) -> dict[str, str]:
-    """Test name -> "passed", or its failure's message."""
-    found = {}
-    for case in ElementTree.parse(junit).getroot().iter("testcase"):
-        said = next((element for element in case if element.tag in ("failure", "error", "skipped")), None)
-        found[case.get("name")] = "passed" if said is None else f"{said.tag}: {said.get('message', '')}"
-    return found
-
-
 @pytest.fixture
 def reaching(once, backend) -> dict:
     """One serial sub-run of every kernel of tests/hostile/reaches_out.py: each kernel's outcome, the exit status
@@ -61,8 +52,8 @@ def reaching(once, backend) -> dict:
                                  *FP32_ACCURACY, *QUICK, "--device", backend.name, "--call-timeout", str(LIMIT),
                                  *kernels, "--junitxml",
                                  str(folder / "junit.xml")], cwd=ROOT, capture_output=True, text=True, timeout=600)
-        by_kernel = {re.search(r"\[tests\.hostile\.reaches_out:(\w+)-", name).group(1): said
-                     for name, said in outcomes(folder / "junit.xml").items()}
+        by_kernel = {re.search(r"\[tests\.hostile\.reaches_out:(\w+)-", case.name).group(1): case.said
+                     for case in junit.outcomes(folder / "junit.xml")}
         return {"status": result.returncode, "seconds": time.monotonic() - started, "outcomes": by_kernel,
                 "stdout": result.stdout[-3000:]}
 

@@ -22,13 +22,13 @@ through the suite.
 """
 
 import re
-import xml.etree.ElementTree as ElementTree
 
 import pytest
 
 from harness import payload
 from specs import mutants
 from specs.mutants import BUG_CLASSES
+from tests import junit
 
 CATCHING_TESTS = ("tests/kernel/test_accuracy.py", "tests/kernel/test_statistical_bias.py", "tests/kernel/test_metamorphic.py")
 CONTRACT_TESTS = ("tests/kernel/test_refusals.py",)
@@ -49,26 +49,22 @@ def is_verdict(message: str) -> bool:
     return named is None or named.group(1).rsplit(".", 1)[-1] in VERDICTS
 
 
-def failing_tests(run_pytest, kernels: list[str], junit, *args: str,
+def failing_tests(run_pytest, kernels: list[str], junit_file, *args: str,
                   verdicts_only: bool = False) -> tuple[dict[str, list[str]], str]:
     """One sub-run judging ``kernels``: each kernel's failed tests (node ids), and the run's output.  With
     ``verdicts_only``, a failure that is not a verdict (:func:`is_verdict`) fails the sub-run instead."""
     chosen = [arg for kernel in kernels for arg in ("--kernel", kernel)]
-    result = run_pytest(*args, *chosen, "--hypothesis-profile", "mutation", "--junitxml", str(junit), "-q")
+    result = run_pytest(*args, *chosen, "--hypothesis-profile", "mutation", "--junitxml", str(junit_file), "-q")
     if result.returncode not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
         raise AssertionError(f"the sub-run for {kernels} did not run its tests:\n{result.stdout[-3000:]}\n"
                              f"{result.stderr}")
     failed: dict[str, list[str]] = {kernel: [] for kernel in kernels}
-    for case in ElementTree.parse(junit).getroot().iter("testcase"):
-        failure, error = case.find("failure"), case.find("error")
-        if failure is not None or error is not None:
-            name = case.get("name")
-            node = f"{case.get('classname').replace('.', '/')}.py::{name}"
-            said = (failure if failure is not None else error).get("message", "")
-            if verdicts_only and (error is not None or not is_verdict(said)):
-                raise AssertionError(f"{node} failed with no verdict on the kernel's numbers, so it catches no "
-                                     f"planted bug: {said[:1000]}")
-            failed[next(k for k in kernels if f"[{k}-" in name or f"[{k}]" in name)].append(node)
+    for case in junit.outcomes(junit_file):
+        if case.kind in ("failure", "error"):
+            if verdicts_only and (case.kind == "error" or not is_verdict(case.message)):
+                raise AssertionError(f"{case.node} failed with no verdict on the kernel's numbers, so it catches no "
+                                     f"planted bug: {case.message[:1000]}")
+            failed[next(k for k in kernels if f"[{k}-" in case.name or f"[{k}]" in case.name)].append(case.node)
     return failed, result.stdout
 
 
