@@ -13,6 +13,7 @@ the reports' wrapped at 2^31 or 2^32 (as ``specs.mutants:offset_wrap`` does), an
 
 from __future__ import annotations
 
+import functools
 import math
 
 import torch
@@ -61,6 +62,26 @@ def check_masked(x: torch.Tensor, mask: torch.Tensor, dim: int, limits: InputLim
         raise ValueError(f"mask must be a bool tensor of x's shape {tuple(x.shape)}; got {mask.dtype} {tuple(mask.shape)}")
 
 
+def within(limits: InputLimits, *, masked: bool = False):
+    """A reproduction's first lines, the same for each: its input limits checked (and a masked one's mask), an
+    empty input returned empty; the reproduction itself takes the checked, non-empty input."""
+
+    def reproduction(kernel):
+        if masked:
+            @functools.wraps(kernel)
+            def checked(x: torch.Tensor, mask: torch.Tensor, dim: int = -1, **options) -> torch.Tensor:
+                check_masked(x, mask, dim, limits)
+                return torch.empty_like(x) if x.numel() == 0 else kernel(x, mask, dim, **options)
+        else:
+            @functools.wraps(kernel)
+            def checked(x: torch.Tensor, dim: int = -1, **options) -> torch.Tensor:
+                limits.check(x, dim)
+                return torch.empty_like(x) if x.numel() == 0 else kernel(x, dim, **options)
+        return checked
+
+    return reproduction
+
+
 def masked_rows(x: torch.Tensor, mask: torch.Tensor, dim: int, fill: float = -INF):
     """The rows of x with masked entries replaced by ``fill``, as :func:`rows_of` gives them."""
     return rows_of(x.masked_fill(~mask, fill), dim)
@@ -80,10 +101,8 @@ TL_SOFTMAX = InputLimits(dtypes=HALF_AND_SINGLE, ranks=frozenset({2}), last_dim_
                          max_row_length={"cpu": 128, "cuda": 128, "npu": 128})  # a T x T tile in registers
 
 
+@within(TL_SOFTMAX)
 def tl_softmax_wrong_axis(x: torch.Tensor, dim: int = -1, *, fixed: bool = False) -> torch.Tensor:
-    TL_SOFTMAX.check(x, dim)
-    if x.numel() == 0:
-        return torch.empty_like(x)
     rows, back = rows_of(x, dim)
     r, n = rows.shape
     t = 1 << (n - 1).bit_length()
@@ -125,10 +144,8 @@ def flaggems_output_strides(x: torch.Tensor, dim: int = -1, out_dtype: torch.dty
 GGML = InputLimits(dtypes=FP32_ONLY, last_dim_only=True, unit_row_stride=True)  # ggml's innermost dim, f32
 
 
+@within(GGML)
 def ggml_no_max_subtraction(x: torch.Tensor, dim: int = -1, *, fixed: bool = False) -> torch.Tensor:
-    GGML.check(x, dim)
-    if x.numel() == 0:
-        return torch.empty_like(x)
     rows, back = rows_of(x, dim)
     e = (rows - rows.amax(1, keepdim=True)).exp() if fixed else rows.exp()
     return back(e / e.sum(1, keepdim=True))
@@ -139,10 +156,8 @@ def ggml_no_max_subtraction(x: torch.Tensor, dim: int = -1, *, fixed: bool = Fal
 TORCH_LIKE = InputLimits(dtypes=HALF_AND_SINGLE)  # torch's contract: any rank, dim and layout
 
 
+@within(TORCH_LIKE)
 def bf16_other_dim_no_max(x: torch.Tensor, dim: int = -1, *, fixed: bool = False) -> torch.Tensor:
-    TORCH_LIKE.check(x, dim)
-    if x.numel() == 0:
-        return torch.empty_like(x)
     other_dim = dim % x.dim() != x.dim() - 1
     rows, back = rows_of(x, dim)
     skip_max = not fixed and x.dtype == torch.bfloat16 and other_dim
@@ -156,10 +171,8 @@ def bf16_other_dim_no_max(x: torch.Tensor, dim: int = -1, *, fixed: bool = False
 EXECUTORCH = InputLimits(dtypes=HALF_AND_SINGLE)  # any rank and dim (apply_over_dim)
 
 
+@within(EXECUTORCH)
 def executorch_half_accumulation(x: torch.Tensor, dim: int = -1, *, fixed: bool = False) -> torch.Tensor:
-    EXECUTORCH.check(x, dim)
-    if x.numel() == 0:
-        return torch.empty_like(x)
     rows, back = rows_of(x, dim)
     e = (rows - rows.amax(1, keepdim=True)).exp()
     if fixed or x.dtype == F32:
@@ -179,10 +192,8 @@ def executorch_half_accumulation(x: torch.Tensor, dim: int = -1, *, fixed: bool 
 TTNN = InputLimits(dtypes=frozenset({F32, torch.bfloat16}), last_dim_only=True)
 
 
+@within(TTNN)
 def ttnn_special_rows(x: torch.Tensor, dim: int = -1, *, fixed: bool = False) -> torch.Tensor:
-    TTNN.check(x, dim)
-    if x.numel() == 0:
-        return torch.empty_like(x)
     rows, back = rows_of(x, dim)
     if fixed:
         return back(softmax_rows(rows))
@@ -199,10 +210,8 @@ WRAP = 1 << 14
 CUDA_SOFTMAX = InputLimits(dtypes=HALF_AND_SINGLE, last_dim_only=True)  # any rank, computed on x.contiguous()
 
 
+@within(CUDA_SOFTMAX)
 def cuda_offsets_wrap(x: torch.Tensor, dim: int = -1, *, fixed: bool = False) -> torch.Tensor:
-    CUDA_SOFTMAX.check(x, dim)
-    if x.numel() == 0:
-        return torch.empty_like(x)
     rows, back = rows_of(x, dim)
     if fixed:
         return back(softmax_rows(rows))
@@ -224,10 +233,8 @@ ORT_WARP = InputLimits(dtypes=HALF_AND_SINGLE, last_dim_only=True, max_row_lengt
 SIGNED_WRAP = 1 << 14
 
 
+@within(ORT_WARP)
 def ort_int32_offsets(x: torch.Tensor, dim: int = -1, *, fixed: bool = False) -> torch.Tensor:
-    ORT_WARP.check(x, dim)
-    if x.numel() == 0:
-        return torch.empty_like(x)
     rows, back = rows_of(x, dim)
     r, n = rows.shape
     if not fixed:
@@ -245,10 +252,8 @@ def ort_int32_offsets(x: torch.Tensor, dim: int = -1, *, fixed: bool = False) ->
 FLASHINFER = InputLimits(dtypes=HALF_AND_SINGLE, ranks=frozenset({2}), last_dim_only=True)
 
 
+@within(FLASHINFER)
 def flashinfer_online_tiles(x: torch.Tensor, dim: int = -1, *, tile: int, fixed: bool = False) -> torch.Tensor:
-    FLASHINFER.check(x, dim)
-    if x.numel() == 0:
-        return torch.empty_like(x)
     rows, back = rows_of(x, dim)
     tiles = tiles_of(rows, tile)
     tile_max = tiles.amax(2)
@@ -272,10 +277,8 @@ FLAGGEMS_TILE = 1024
 FLAGGEMS_INNER = InputLimits(dtypes=HALF_AND_SINGLE, last_dim_only=True)  # softmax_kernel_inner: K == 1
 
 
+@within(FLAGGEMS_INNER)
 def flaggems_online_lanes(x: torch.Tensor, dim: int = -1, *, fixed: bool = False) -> torch.Tensor:
-    FLAGGEMS_INNER.check(x, dim)
-    if x.numel() == 0:
-        return torch.empty_like(x)
     rows, back = rows_of(x, dim)
     if rows.shape[1] <= FLAGGEMS_TILE:  # ONE_TILE_PER_CTA
         return back(softmax_rows(rows))
@@ -298,10 +301,8 @@ FA2_SENTINEL = -5e4
 FA2 = InputLimits(dtypes=HALF_AND_SINGLE, last_dim_only=True)
 
 
+@within(FA2)
 def flashinfer_finite_running_max(x: torch.Tensor, dim: int = -1, *, fixed: bool = False) -> torch.Tensor:
-    FA2.check(x, dim)
-    if x.numel() == 0:
-        return torch.empty_like(x)
     rows, back = rows_of(x, dim)
     seed = torch.full(rows.shape[:1], -INF if fixed else FA2_SENTINEL)
     running_max = torch.maximum(seed, rows.amax(1))  # what the online max over the tiles ends at
@@ -318,10 +319,8 @@ FA_TILE_N = 128
 FLASH_ATTN = InputLimits(dtypes=HALF_AND_SINGLE, last_dim_only=True)
 
 
+@within(FLASH_ATTN)
 def flash_attn_row_max_clamped(x: torch.Tensor, dim: int = -1, *, fixed: bool = False) -> torch.Tensor:
-    FLASH_ATTN.check(x, dim)
-    if x.numel() == 0:
-        return torch.empty_like(x)
     rows, back = rows_of(x, dim)
     row_max = torch.full(rows.shape[:1], -INF)
     row_sum = torch.zeros(rows.shape[:1])
@@ -342,10 +341,8 @@ def flash_attn_row_max_clamped(x: torch.Tensor, dim: int = -1, *, fixed: bool = 
 FLAGGEMS_LOG = InputLimits(dtypes=HALF_AND_SINGLE)  # any rank, dim and layout: it takes self.contiguous()
 
 
+@within(FLAGGEMS_LOG)
 def flaggems_log_softmax_wrong_axis(x: torch.Tensor, dim: int = -1, *, fixed: bool = False) -> torch.Tensor:
-    FLAGGEMS_LOG.check(x, dim)
-    if x.numel() == 0:
-        return torch.empty_like(x)
     dim %= x.dim()
     n, k = x.shape[dim], math.prod(x.shape[dim + 1:])
     if fixed or k == 1 or n > 1024:  # the two-pass kernel strides by K
@@ -357,10 +354,8 @@ def flaggems_log_softmax_wrong_axis(x: torch.Tensor, dim: int = -1, *, fixed: bo
 
 # pytorch/pytorch#38839 (fixed by PR 38945): CUDA log_softmax computed x - (max + log(sum)), rounding the shift
 # first: for logits near 1e7 (spacing 1) log(sum) vanished from it and every result was off by up to 0.5.
+@within(TORCH_LIKE)
 def cuda_log_softmax_shift_rounded(x: torch.Tensor, dim: int = -1, *, fixed: bool = False) -> torch.Tensor:
-    TORCH_LIKE.check(x, dim)
-    if x.numel() == 0:
-        return torch.empty_like(x)
     rows, back = rows_of(x, dim)
     m = rows.amax(1, keepdim=True)
     log_sum = (rows - m).exp().sum(1, keepdim=True).log()
@@ -374,10 +369,8 @@ def cuda_log_softmax_shift_rounded(x: torch.Tensor, dim: int = -1, *, fixed: boo
 SIMD = 8  # floats in one vector (fVec::size(), AVX2)
 
 
+@within(TORCH_LIKE)
 def cpu_log_softmax_half_vector_max(x: torch.Tensor, dim: int = -1, *, fixed: bool = False) -> torch.Tensor:
-    TORCH_LIKE.check(x, dim)
-    if x.numel() == 0:
-        return torch.empty_like(x)
     dim %= x.dim()
     if fixed or x.dtype == F32 or dim == x.dim() - 1:  # float32, and the last dim, take other kernels
         rows, back = rows_of(x, dim)
@@ -397,10 +390,8 @@ def cpu_log_softmax_half_vector_max(x: torch.Tensor, dim: int = -1, *, fixed: bo
 MPS = InputLimits(dtypes=frozenset({F32, torch.float16}))  # any rank, dim and layout
 
 
+@within(MPS)
 def mps_log_of_softmax(x: torch.Tensor, dim: int = -1, *, fixed: bool = False) -> torch.Tensor:
-    MPS.check(x, dim)
-    if x.numel() == 0:
-        return torch.empty_like(x)
     rows, back = rows_of(x, dim)
     if fixed:
         return back(log_softmax_rows(rows))
@@ -414,10 +405,8 @@ def mps_log_of_softmax(x: torch.Tensor, dim: int = -1, *, fixed: bool = False) -
 KALDI = InputLimits(dtypes=FP32_ONLY, ranks=frozenset({2}), last_dim_only=True, unit_row_stride=True)
 
 
+@within(KALDI)
 def kaldi_log_softmax_input_stride(x: torch.Tensor, dim: int = -1, *, fixed: bool = False) -> torch.Tensor:
-    KALDI.check(x, dim)
-    if x.numel() == 0:
-        return torch.empty_like(x)
     r, n = x.shape
     if not fixed and x.stride(0) >= n:  # (a stride-0, expanded x has no matrix of Kaldi's: read as stored)
         x = x.as_strided((r, n), (n, 1))  # row i at i * (y's stride), from x's first element
@@ -430,10 +419,8 @@ def kaldi_log_softmax_input_stride(x: torch.Tensor, dim: int = -1, *, fixed: boo
 TINYENGINE = InputLimits(dtypes=FP32_ONLY, last_dim_only=True)
 
 
+@within(TINYENGINE)
 def tinyengine_log_softmax_max_seed(x: torch.Tensor, dim: int = -1, *, fixed: bool = False) -> torch.Tensor:
-    TINYENGINE.check(x, dim)
-    if x.numel() == 0:
-        return torch.empty_like(x)
     rows, back = rows_of(x, dim)
     seed = -torch.finfo(F32).max if fixed else torch.finfo(F32).tiny
     m = torch.maximum(rows.amax(1, keepdim=True), torch.tensor(seed, dtype=F32))
@@ -445,10 +432,8 @@ def tinyengine_log_softmax_max_seed(x: torch.Tensor, dim: int = -1, *, fixed: bo
 PADDLE = InputLimits(dtypes=FP32_ONLY, last_dim_only=True)
 
 
+@within(PADDLE)
 def paddle_log_softmax_max_clamped(x: torch.Tensor, dim: int = -1, *, fixed: bool = False) -> torch.Tensor:
-    PADDLE.check(x, dim)
-    if x.numel() == 0:
-        return torch.empty_like(x)
     rows, back = rows_of(x, dim)
     m = rows.amax(1, keepdim=True)
     if not fixed:
@@ -465,11 +450,9 @@ APEX = InputLimits(dtypes=frozenset({torch.float16, torch.bfloat16}), last_dim_o
                    max_row_length={"cpu": 2048, "cuda": 2048})  # half inputs, keys of at most 2048
 
 
+@within(APEX, masked=True)
 def apex_fully_masked_uniform(x: torch.Tensor, mask: torch.Tensor, dim: int = -1, *,
                               fixed: bool = False) -> torch.Tensor:
-    check_masked(x, mask, dim, APEX)
-    if x.numel() == 0:
-        return torch.empty_like(x)
     rows, back = masked_rows(x, mask, dim)
     y = softmax_rows(rows)
     nothing_left = (rows == -INF).all(1, keepdim=True)
@@ -486,11 +469,9 @@ def apex_fully_masked_uniform(x: torch.Tensor, mask: torch.Tensor, dim: int = -1
 XPU = InputLimits(dtypes=HALF_AND_SINGLE, last_dim_only=True)  # the inner_size == 1 kernels (dim = -1)
 
 
+@within(XPU, masked=True)
 def xpu_safe_softmax_nan_zeroed(x: torch.Tensor, mask: torch.Tensor, dim: int = -1, *,
                                 fixed: bool = False) -> torch.Tensor:
-    check_masked(x, mask, dim, XPU)
-    if x.numel() == 0:
-        return torch.empty_like(x)
     rows, back = masked_rows(x, mask, dim)
     lowest = torch.finfo(F32).min
     m = rows.nan_to_num(nan=-INF, posinf=INF, neginf=-INF).amax(1, keepdim=True).clamp_min(lowest)
@@ -506,11 +487,9 @@ def xpu_safe_softmax_nan_zeroed(x: torch.Tensor, mask: torch.Tensor, dim: int = 
 LATTICE = InputLimits(dtypes=FP32_ONLY, last_dim_only=True)
 
 
+@within(LATTICE, masked=True)
 def lattice_nan_lane_dropped(x: torch.Tensor, mask: torch.Tensor, dim: int = -1, *,
                              fixed: bool = False) -> torch.Tensor:
-    check_masked(x, mask, dim, LATTICE)
-    if x.numel() == 0:
-        return torch.empty_like(x)
     rows, back = masked_rows(x, mask, dim)
     scores = rows if fixed else rows.nan_to_num(nan=-INF, posinf=INF, neginf=-INF)
     m = scores.amax(1, keepdim=True)
@@ -526,11 +505,9 @@ def lattice_nan_lane_dropped(x: torch.Tensor, mask: torch.Tensor, dim: int = -1,
 MASK_VALUE = -10000.0
 
 
+@within(LATTICE, masked=True)
 def lattice_finite_mask_value(x: torch.Tensor, mask: torch.Tensor, dim: int = -1, *,
                               fixed: bool = False) -> torch.Tensor:
-    check_masked(x, mask, dim, LATTICE)
-    if x.numel() == 0:
-        return torch.empty_like(x)
     rows, back = masked_rows(x, mask, dim, fill=-INF if fixed else MASK_VALUE)
     nothing_left, _ = masked_rows(x, mask, dim)
     return back(torch.where((nothing_left == -INF).all(1, keepdim=True), 0.0, softmax_rows(rows)))
