@@ -111,10 +111,12 @@ class KernelProcess:
 
     def request(self, message: dict, call: dict) -> dict:
         """``message`` answered within the call's limit; KernelHang or ContractBroken, naming ``call``, if not.  The
-        answer's tensors may hold at most 8 times the bytes of the message's (fp16 in, float64 out), and 1 MiB."""
+        answer's tensors may hold at most 8 times the bytes of the message's (fp16 in, float64 out), and 1 MiB; a
+        tensor counted as dense (an expanded input's result is)."""
         if self.process is None:
             self.start()
-        sent = sum(v.untyped_storage().nbytes() for v in message.values() if isinstance(v, torch.Tensor))
+        sent = sum(max(v.untyped_storage().nbytes(), v.numel() * v.element_size())
+                   for v in message.values() if isinstance(v, torch.Tensor))
         self.max_bytes = 8 * sent + (1 << 20)
         try:
             crossing.send(self.conn, message)

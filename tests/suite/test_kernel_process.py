@@ -141,6 +141,14 @@ def test_the_suite_never_imports_a_kernel_it_hosts(backend, tmp_path):
         torch.float32}
 
 
+def test_a_dense_result_of_an_expanded_input_crosses(backend):
+    """An answer is capped by the bytes of its call: counted by storage, an input expanded 40 times (246 kB) capped
+    its dense result (9.8 MB), and torch's softmax broke the contract (the H100 gate's monotonicity test)."""
+    kernel = hosted("torch.nn.functional:softmax", backend, 60.0, 5.0, Breadcrumbs(None, "main"))
+    x = torch.randn(1, 2049, 30, device=backend.device).expand(40, 2049, 30)
+    assert torch.equal(kernel.softmax(x, 1), torch.softmax(x, 1))
+
+
 def test_a_kernel_process_cannot_name_its_kernel_nor_declare_what_the_suite_cannot_take():
     """The suite names the kernel by its selector, whatever its process says (it could claim a registered kernel's
     name and baseline); declarations that do not hold are refused."""
