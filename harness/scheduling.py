@@ -24,9 +24,12 @@ not its own, and are recorded without it: else every test of such a group
 would be recorded as long as the work, all would start first and wait on one
 worker's sub-run (on the H100, nine workers of sixteen for two minutes).  The
 tests marked ``last`` read sub-runs that many other tests make (the mutants',
-the reported bugs'): they run after all others, when those are made, instead of
-waiting for another worker to make them (on the CPU, 80 of a gate's 1000
-seconds, docs/timings.md).
+the reported bugs'): where the workers are few (LAST_WORKERS or fewer) they run
+after all others, when those are made, instead of waiting for another worker
+to make them, half the machine idle (on the CPU's two workers, 80 of a gate's
+1000 seconds, docs/timings.md); where they are many, a wait idles a small share
+and run last the longest of them (100 s on an H100) would make the run's tail,
+so they keep their place by duration.
 
 Before them come the tests marked ``first``, shortest first: each kernel's
 cheap checks and the accuracy tests that open with the regression catalog's
@@ -56,7 +59,8 @@ from .session import session_of
 
 ROOT = Path(__file__).resolve().parents[1]
 FIRST = "first"  # the marker of the tests that run before the others
-LAST = "last"  # the marker of the tests that run after the others
+LAST = "last"  # the marker of the tests that run after the others, where the workers are few
+LAST_WORKERS = 4
 NAMES_THE_BUG = "accuracy_record"  # the fixture of the tests whose failure names the worst element: first of all
 WAITED = "waited"  # the payload kind: seconds a test waited for work another test did for both
 
@@ -138,16 +142,17 @@ def expected(nodeids, durations: dict[str, float]) -> dict[str, float]:
     return {nodeid: durations.get(nodeid, longest.get(family(nodeid), 0.0)) for nodeid in nodeids}
 
 
-def first_looks_then_longest(items: list, durations: dict[str, float]) -> list:
+def first_looks_then_longest(items: list, durations: dict[str, float], workers: int = 1) -> list:
     """The tests marked ``first`` by expected duration, shortest first, those that record accuracy before the
-    others; then the others longest first, those marked ``last`` after all; ties (unknown tests) keep their
-    collection order."""
+    others; then the others longest first, those marked ``last`` after all where ``workers`` are LAST_WORKERS or
+    fewer; ties (unknown tests) keep their collection order."""
     seconds = expected([item.nodeid for item in items], durations)
     first = [item for item in items if item.get_closest_marker(FIRST) is not None]
     rest = [item for item in items if item.get_closest_marker(FIRST) is None]
     return (sorted(first, key=lambda item: (NAMES_THE_BUG not in getattr(item, "fixturenames", ()),
                                             seconds[item.nodeid]))
-            + sorted(rest, key=lambda item: (item.get_closest_marker(LAST) is not None, -seconds[item.nodeid])))
+            + sorted(rest, key=lambda item: (workers <= LAST_WORKERS and item.get_closest_marker(LAST) is not None,
+                                             -seconds[item.nodeid])))
 
 
 def dealt(items: list, hands: int) -> list:
@@ -166,4 +171,5 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list) -> None:
     if worker and not explicit_dist(tuple(worker.get("mainargv", ()))):
         path = durations_file(config)
         durations = read_durations(path)
-        items[:] = dealt(first_looks_then_longest(items, durations), int(worker["workercount"]))
+        workers = int(worker["workercount"])
+        items[:] = dealt(first_looks_then_longest(items, durations, workers), workers)

@@ -79,13 +79,16 @@ def test_of_the_tests_marked_first_those_that_record_accuracy_come_first_of_all(
         "accuracy[bfloat16]", "accuracy[float32]", "special[+inf]", "bias", "long"]
 
 
-def test_the_tests_marked_last_come_after_all_others_longest_first():
-    """They read sub-runs the others make: run early, they waited for another worker to make them."""
+def test_the_tests_marked_last_come_after_all_others_where_the_workers_are_few():
+    """They read sub-runs the others make: run early on two workers, they waited for the other one to make them;
+    on sixteen, run last, they made the run's tail."""
     items = [Item("reads[b]", last=True), Item("short"), Item("reads[a]", last=True), Item("cheap", first=True),
              Item("long")]
     durations = {"reads[a]": 60.0, "reads[b]": 30.0, "short": 1.0, "cheap": 0.1, "long": 300.0}
-    assert [i.nodeid for i in first_looks_then_longest(items, durations)] == [
+    assert [i.nodeid for i in first_looks_then_longest(items, durations, workers=2)] == [
         "cheap", "long", "short", "reads[a]", "reads[b]"]
+    assert [i.nodeid for i in first_looks_then_longest(items, durations, workers=16)] == [
+        "cheap", "long", "reads[a]", "reads[b]", "short"]
 
 
 # xdist stops a run at -x's first failure by interrupting it.
