@@ -84,7 +84,6 @@ class KernelProcess:
         self.process: multiprocessing.Process | None = None
         self.conn: Connection | None = None
         self.declarations: dict | None = None
-        self.max_bytes = 1 << 20  # what a reply's tensors may hold (:meth:`request`)
 
     def start(self) -> dict:
         """Start the kernel process and read its declarations; KernelRefused if it cannot judge the kernel."""
@@ -117,12 +116,12 @@ class KernelProcess:
             self.start()
         sent = sum(max(v.untyped_storage().nbytes(), v.numel() * v.element_size())
                    for v in message.values() if isinstance(v, torch.Tensor))
-        self.max_bytes = 8 * sent + (1 << 20)
         try:
             crossing.send(self.conn, message)
         except OSError:
             pass  # the process ended: the reply says how
-        reply = self._reply(self.limit + self.grace if self.limit else None, describe_call(call), call.get("replay"))
+        reply = self._reply(self.limit + self.grace if self.limit else None, describe_call(call), call.get("replay"),
+                            max_bytes=8 * sent + (1 << 20))
         if reply is None:
             self.stop()
             raise KernelHang(f"{describe_call(call)}: the call did not return within {self.limit:g} s (the watchdog's "
@@ -130,12 +129,13 @@ class KernelProcess:
                              "was killed", call.get("replay"))
         return reply
 
-    def _reply(self, limit: float | None, what: str, replay: str | None) -> dict | None:
-        """The next message, or None after ``limit`` seconds; ContractBroken if the process ended or sent garbage."""
+    def _reply(self, limit: float | None, what: str, replay: str | None, max_bytes: int = 1 << 20) -> dict | None:
+        """The next message, or None after ``limit`` seconds; ContractBroken if the process ended, sent garbage, or
+        tensors of more than ``max_bytes``."""
         try:
             if not self.conn.poll(limit):
                 return None
-            return crossing.receive(self.conn, self.backend.name, self.max_bytes)
+            return crossing.receive(self.conn, self.backend.name, max_bytes)
         except (EOFError, OSError):
             self.process.join()
             status = self.process.exitcode

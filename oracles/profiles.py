@@ -155,6 +155,8 @@ def folded_in_any_order(n: int) -> Reduction:
     summed, however many -inf entries the row holds (a causal row of 513 with a few finite terms: tests/suite/
     test_bounds.py's dominance test)."""
     return Reduction("sequential", chunks=max(1, -(-n // NARROWEST_KNOWN_TILE)), spans=2)
+
+
 # How one tl.sum over a tile adds, by backend (Reduction kinds); elsewhere any order is assumed.
 TILE_SUM = {"cpu": "numpy-pairwise-block", "cuda": "triton-block"}
 
