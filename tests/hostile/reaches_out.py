@@ -19,6 +19,8 @@ Each takes fp32 only and is judged as a user's kernel of unknown construction, i
 * ``leaves_a_thread``: a right softmax that leaves a thread running forever: it passes, and the run ends.
 * ``undoes_its_guard``: replaces the call guard in its process by a bare call, then raises on every later input,
   its declared ones too: the suite's process holds it to the guard's rule all the same.
+* ``floods_its_answer``: returns a tensor of a hundred times its input's bytes and more than 1 MiB, which the
+  suite's process would read whole: an answer's tensors are capped by its call's.
 """
 
 import os
@@ -104,7 +106,11 @@ def undoes_its_guard(x: torch.Tensor, dim: int) -> torch.Tensor:
     return torch.softmax(x, dim)
 
 
+def floods_its_answer(x: torch.Tensor, dim: int) -> torch.Tensor:
+    return torch.zeros(100 * x.numel() + (1 << 18), dtype=x.dtype, device=x.device)
+
+
 for _kernel in (undoes_its_guard, detach_trick, attribute_on_output, subclass_output, skips, xfails, exits_zero, holds_the_gil,
-                sleeps_in_precision, leaves_a_thread):
+                sleeps_in_precision, leaves_a_thread, floods_its_answer):
     _kernel.capabilities = CAPABILITIES
 sleeps_in_precision.precision = never_answers

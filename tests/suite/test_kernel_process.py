@@ -149,6 +149,13 @@ def test_a_dense_result_of_an_expanded_input_crosses(backend):
     assert torch.equal(kernel.softmax(x, 1), torch.softmax(x, 1))
 
 
+def test_an_answer_larger_than_its_call_allows_does_not_cross(backend):
+    kernel = hosted(f"{REACHES_OUT}:floods_its_answer", backend, 60.0, 5.0, Breadcrumbs(None, "main"))
+    with pytest.raises(ContractBroken, match=r"sent what cannot cross \(tensors of \d+ bytes, more than the \d+ an "
+                                             r"answer may hold\)"):
+        kernel.softmax(torch.randn(3, 5, device=backend.device), 1)
+
+
 def test_a_kernel_process_cannot_name_its_kernel_nor_declare_what_the_suite_cannot_take():
     """The suite names the kernel by its selector, whatever its process says (it could claim a registered kernel's
     name and baseline); declarations that do not hold are refused."""
