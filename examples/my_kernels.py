@@ -8,7 +8,10 @@ kernel file of yours: the suite imports ``module:function`` like Python does.
   elements, fp32/fp16/bf16; anything else is refused with the suite's clear
   errors), how it computes (``precision``: fp32 Triton arithmetic, one
   ``tl.sum`` per row, from which the suite derives its error bounds) and which
-  bitwise invariances it promises.
+  bitwise invariances it promises.  It has a backward too
+  (``softmax.softmax_backward(grad, y, dim)``, declared by ``backward=True``): the
+  gradient of the logits from the forward's output and the gradient with
+  respect to it, as torch's ``_softmax_backward_data`` computes it.
 * ``softmax_half_sum``: the same kernel with a classic bug planted: the row sum
   accumulates in the input's half dtype.  The suite catches it.
 * ``softmax_bare``: a bare callable that declares nothing.  It is held to
@@ -41,9 +44,21 @@ def row_softmax_kernel(y_ptr, x_ptr, n_cols, x_row_stride, y_row_stride, BLOCK: 
     tl.store(y_ptr + row * y_row_stride + cols, numerator / denominator, mask=mask)
 
 
+@triton.jit
+def row_softmax_backward_kernel(dx_ptr, g_ptr, y_ptr, n_cols, dx_row_stride, g_row_stride, y_row_stride,
+                                BLOCK: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    g = tl.load(g_ptr + row * g_row_stride + cols, mask=mask, other=0.0).to(tl.float32)
+    y = tl.load(y_ptr + row * y_row_stride + cols, mask=mask, other=0.0).to(tl.float32)
+    dot = tl.sum(g * y, axis=0)  # padding lanes add 0 * 0
+    tl.store(dx_ptr + row * dx_row_stride + cols, y * (g - dot), mask=mask)
+
+
 CAPABILITIES = Capabilities(
     dtypes=HALF_AND_SINGLE, ranks=frozenset({2}), last_dim_only=True, unit_row_stride=True,
-    max_row_length={"cpu": 4096, "cuda": 4096, "npu": 4096},
+    max_row_length={"cpu": 4096, "cuda": 4096, "npu": 4096}, backward=True,
 )
 
 
@@ -54,6 +69,15 @@ def launch(x: torch.Tensor, dim: int, half_sum: bool) -> torch.Tensor:
         row_softmax_kernel[(x.shape[0],)](y, x, x.shape[1], x.stride(0), y.stride(0),
                                           BLOCK=triton.next_power_of_2(x.shape[1]), HALF_SUM=half_sum)
     return y
+
+
+def softmax_backward(grad: torch.Tensor, y: torch.Tensor, dim: int = -1) -> torch.Tensor:
+    CAPABILITIES.check_backward(grad, y, dim)  # each within the capabilities, grad of y's shape, dtype and device
+    dx = torch.empty(y.shape, dtype=y.dtype, device=y.device)
+    if y.numel():
+        row_softmax_backward_kernel[(y.shape[0],)](dx, grad, y, y.shape[1], dx.stride(0), grad.stride(0), y.stride(0),
+                                                   BLOCK=triton.next_power_of_2(y.shape[1]))
+    return dx
 
 
 def precision(call):
@@ -71,6 +95,7 @@ def softmax_half_sum(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
 
 
 for function in (softmax, softmax_half_sum):
+    function.softmax_backward = softmax_backward
     function.capabilities = CAPABILITIES
     function.precision = precision
     function.promises = ("batch", "shift", "determinism", "ties")

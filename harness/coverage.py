@@ -230,8 +230,9 @@ def _showing(case: Case, special: str) -> Case:
 
 
 def sweep(capabilities: Capabilities, backend: str, dtypes, *, masked: bool = False, specials: bool = True,
-          size: SizeCaps | None = None) -> list[Case]:
-    """Cases that draw every allowed cell of :func:`space` (a case takes one class of each axis)."""
+          backward: bool = False, size: SizeCaps | None = None) -> list[Case]:
+    """Cases that draw every allowed cell of :func:`space` (a case takes one class of each axis; ``backward``: with
+    gradients of every value class in turn, beside other classes of logits)."""
     caps = size or SIZE_CAPS[backend]
     boundaries = capabilities.path_boundaries.get(backend, ())
     allowed = space(capabilities, backend, dtypes, specials=specials, size=caps)
@@ -252,7 +253,8 @@ def sweep(capabilities: Capabilities, backend: str, dtypes, *, masked: bool = Fa
                 special = special_names[k % len(special_names)]
                 case = Case(_shape(rank, dim, n, min(caps.elements(dtype), SWEEP_ELEMENTS) // n), dim, dtype,
                             variants[(i + j) % len(variants)], layout, SPECIAL_RECIPES[special],
-                            Mask() if masked else None, seed=10_000 + 1_000 * i + 100 * j + k)
+                            Mask() if masked else None, seed=10_000 + 1_000 * i + 100 * j + k,
+                            grad=VALUE_CLASSES[values[(k + j + 1) % len(values)]].variants()[0] if backward else None)
                 cases.append(_showing(case, special))
     return cases + seam_sweep(capabilities, backend, dtypes, masked=masked, size=caps) if specials else cases
 

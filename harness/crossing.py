@@ -68,7 +68,8 @@ def encode(value, payloads: list[torch.Tensor]):
         return {"map": [[encode(k, payloads), encode(v, payloads)] for k, v in value.items()]}
     if isinstance(value, Call):
         return {"call": {"x": encode(value.x, payloads), "dim": value.dim, "operation": encode(value.operation, payloads),
-                         "backend": value.backend, "mask": encode(value.mask, payloads)}}
+                         "backend": value.backend, "mask": encode(value.mask, payloads),
+                         "grad": encode(value.grad, payloads)}}
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         name = next((name for name, cls in records().items() if isinstance(value, cls)), None)
         if name is None:
@@ -102,7 +103,7 @@ def decode(data, payloads: list[torch.Tensor]):
         return {decode(k, payloads): decode(v, payloads) for k, v in body}
     if tag == "call" and isinstance(body, dict):
         return Call(decode(body["x"], payloads), body["dim"], decode(body["operation"], payloads), body["backend"],
-                    decode(body["mask"], payloads))
+                    decode(body["mask"], payloads), decode(body.get("grad"), payloads))
     if tag == "record" and body in records() and isinstance(data.get("fields"), dict):
         cls = records()[body]
         known = {f.name for f in dataclasses.fields(cls)}

@@ -19,8 +19,8 @@ import numpy as np
 import pytest
 import torch
 
-from oracles import correctly_rounded, semantics
-from oracles.bounds import PrecisionProfile, log_softmax_bound, softmax_bound
+from oracles import backward, correctly_rounded, semantics
+from oracles.bounds import PrecisionProfile, log_softmax_bound, softmax_backward_bound, softmax_bound
 from oracles.call import Call
 from oracles.correctly_rounded import OracleResult
 from oracles.formats import Format, format_of
@@ -109,12 +109,25 @@ def measure(name: str, call: Call, y: torch.Tensor, oracle: OracleResult, profil
     expected = torch.from_numpy(oracle.rounded).to(fmt.dtype)
     ulps = ulp_distance(outputs, expected).numpy()
     fractional = fractional_ulp_error(outputs.double().numpy(), oracle.exact, fmt)
-    bound = log_softmax_bound if call.log else softmax_bound
     return Measurement(
         name, profile, outputs, ulps=ulps,
         fractional=np.where((ulps == 0) & np.isinf(fractional), 0.5, fractional),
-        bound=bound(as_rows(call.logits, call.dim).double().numpy(), oracle.exact, fmt, profile),
+        bound=bounds(call, oracle, fmt, profile),
     )
+
+
+def oracle_of(call: Call) -> OracleResult:
+    """The correctly rounded result of ``call``, by its operation."""
+    return backward.softmax_backward(call) if call.operation.backward else correctly_rounded.softmax(call)
+
+
+def bounds(call: Call, oracle: OracleResult, fmt: Format, profile: PrecisionProfile) -> np.ndarray:
+    """The derived bound of each element of ``call``'s result (rows), by its operation (:mod:`oracles.bounds`)."""
+    if call.operation.backward:
+        y, grad = (as_rows(t, call.dim).double().numpy() for t in (call.x, call.grad))
+        return softmax_backward_bound(y, grad, oracle.exact, fmt, profile)
+    bound = log_softmax_bound if call.log else softmax_bound
+    return bound(as_rows(call.logits, call.dim).double().numpy(), oracle.exact, fmt, profile)
 
 
 @dataclass
@@ -172,7 +185,10 @@ class Judgement:
             f"{k.name}: {int(bad.sum())} of {bad.size} elements beyond the derived bound ({self.fmt}, {k.profile.name})"
             + (f"; {specials} of them special: results that are exact whatever the rounding" if specials else ""),
             f"worst element: row {row}, column {col}: {worst}",
-            f"that row's input (first 8 of {self.inputs.shape[1]}): {self.inputs[row, :8].tolist()}",
+            f"that row's {'y' if self.call.operation.backward else 'input'} (first 8 of {self.inputs.shape[1]}): "
+            f"{self.inputs[row, :8].tolist()}",
+            *([f"that row's grad (first 8): {as_rows(self.call.grad, self.call.dim)[row, :8].tolist()}"]
+              if self.call.operation.backward else []),
             f"kernel: max {kernel['max_ulp']:.0f} ULP, mean {kernel['mean_ulp']:.3f}{non_finite(kernel)}; "
             f"torch on the same input: max {peer['max_ulp']:.0f} ULP, mean {peer['mean_ulp']:.3f}{non_finite(peer)} "
             f"(statistics of the {int((~k.special).sum())} elements judged by a bound)",
@@ -235,7 +251,7 @@ def judge_softmax(kernel: KernelSpec, call: Call, y: torch.Tensor, *, replay: st
     if y.shape != x.shape or y.dtype != expected_dtype:
         raise BeyondBound(f"{kernel.name}: output {tuple(y.shape)} {y.dtype}, expected {tuple(x.shape)} "
                           f"{expected_dtype}; replay: {replay}", command)
-    oracle = correctly_rounded.softmax(call)
+    oracle = oracle_of(call)
     peer = torch_softmax.SPEC
     inputs = as_rows(x, call.dim)
     return Judgement(

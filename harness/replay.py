@@ -117,6 +117,7 @@ def _field_rules(recipes: dict[str, type], dtypes: dict[str, object]):
             "mask": (_instance_of(recipes["Mask"], optional=True), "a Mask(...) or None"),
             "seed": (_is_seed, "an int in [0, 2**64)"),
             "seam": (_instance_of(recipes["Seam"], optional=True), "a Seam(...) or None"),
+            "grad": (_instance_of(recipes["Values"], optional=True), "a Values(...) or None"),
         },
         "Values": {"kind": (_is_str, "a value class's name"), "scale": (_is_number, "a number")},
         "Layout": {"order": ints, "steps": ints, "pad": (_is_int, "an int"), "offset": (_is_int, "an int"),
@@ -302,16 +303,12 @@ def resolved(selector: str, host: Callable):
 def built(case, op, backend: str, device):
     """The call ``case`` makes of ``op``; ValueError, a usage error, where it cannot be built: torch refused its
     recipe (a layout of other dims, a storage past memory) or the operation does not take it."""
-    from oracles.call import Call
-
     try:
-        x, mask = case.make(device)
+        return case.call(op, backend, device)
+    except ValueError as error:  # a case without a mask for a masked operation, or the reverse; no gradient
+        raise ValueError(f"CASE: {error}") from None
     except Exception as error:  # noqa: BLE001  (torch says what it could not build: IndexError, RuntimeError...)
         raise ValueError(f"CASE: cannot build it: {type(error).__name__}: {error}") from None
-    try:
-        return Call(x, case.dim, op, backend, mask)
-    except ValueError as error:  # a case without a mask for a masked operation, or the reverse
-        raise ValueError(f"CASE: {error}") from None
 
 
 def replayed(kernel, case, call, backend) -> int:

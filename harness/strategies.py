@@ -26,7 +26,8 @@ The building blocks:
   padding, block-sparse: :mod:`harness.seams`);
 * :func:`fitting_seams`: special values at the seams of tiled kernels' rows (whole tiles of -inf, heads and tails a
   tile plus or minus one long, lone NaN / inf at a tile's first and last element): :mod:`harness.seams`;
-* :func:`cases`: all of the above within one kernel's declared capabilities.
+* :func:`cases`: all of the above within one kernel's declared capabilities; for a backward, a gradient of
+  any value class too (its input is the forward's output: :meth:`Case.call`).
 
 Each value class, layout and class of special values is defined once
 (:data:`VALUE_CLASSES`, :data:`FEATURES` and :data:`LAYOUT_CLASSES`,
@@ -44,11 +45,15 @@ import numpy as np
 import torch
 from hypothesis import strategies as st
 
-from oracles import semantics
+from oracles import correctly_rounded, semantics
+from oracles.call import Call, Operation
 from specs.operations import TESTED_DTYPES
 from specs.registry import Capabilities
 
 from .seams import PLACEMENTS, Seam, tiles
+
+SAFE_SOFTMAX = Operation(name="masked_softmax", masked=True)  # the forward whose output a backward case takes
+GRAD_SEED = 0x9E3779B9  # mixed into a case's seed for its gradient's values, drawn apart from its logits'
 
 PRIMES = (2, 3, 5, 7, 13, 31, 61, 127, 251, 509, 1021, 2039, 4093, 8191, 16381, 32749, 65521)
 
@@ -603,7 +608,8 @@ def fitting_seams(longest: dict[int, int]) -> list[Seam]:
 
 @dataclass(frozen=True)
 class Case:
-    """Everything needed to rebuild one input: ``x, mask = case.make(device)``."""
+    """Everything needed to rebuild one input: ``x, mask = case.make(device)``, or the call of an operation on it:
+    ``case.call(op, backend, device)``."""
 
     shape: tuple[int, ...]
     dim: int
@@ -614,6 +620,7 @@ class Case:
     mask: Mask | None = None
     seed: int = 0
     seam: Seam | None = None  # special values at tile seams, placed after the specials
+    grad: Values | None = None  # a backward's gradient with respect to the softmax's output, in x's layout
 
     def make(self, device="cpu") -> tuple[torch.Tensor, torch.Tensor | None]:
         g = torch.Generator().manual_seed(self.seed)
@@ -623,6 +630,23 @@ class Case:
         x = self.place(logits, device)
         keep = None if self.mask is None else self.mask.sample(self.shape, self.dim, g).to(device)
         return x, keep
+
+    def call(self, op: Operation, backend: str, device="cpu") -> Call:
+        """The call of ``op`` on this case's input on ``backend``.  A backward's input is the forward's output: the
+        correctly rounded (safe: a row of -inf gives zeros) softmax of the logits, in their layout, with the values
+        of ``grad``, halved, in the same layout."""
+        x, keep = self.make(device)
+        if not op.backward:
+            return Call(x, self.dim, op, backend, keep)
+        if self.grad is None:
+            raise ValueError(f"Case.grad: {op.name} takes a gradient; the case has none")
+        everything = torch.ones(x.shape, dtype=torch.bool)
+        forward = correctly_rounded.softmax(Call(x.cpu(), self.dim, SAFE_SOFTMAX, backend, everything)).rounded
+        moved = torch.from_numpy(forward).reshape(x.cpu().movedim(self.dim, -1).shape).movedim(-1, self.dim)
+        g = torch.Generator().manual_seed(self.seed ^ GRAD_SEED)
+        # Halved (before rounding to the dtype), so that no g_j - S, at most twice the largest |g|, overflows.
+        grad = (VALUE_CLASSES[self.grad.kind].make(self.grad.scale, self.shape, self.dtype, self.dim, g) / 2).to(self.dtype)
+        return Call(self.place(moved.to(self.dtype), device), self.dim, op, backend, grad=self.place(grad, device))
 
     def place(self, values: torch.Tensor, device="cpu") -> torch.Tensor:
         """``values`` (of this case's shape) in this case's layout on ``device``: same strides and offset, so
@@ -679,8 +703,9 @@ def seam_rows(capabilities: Capabilities, backend: str, dtype: torch.dtype, caps
 
 @st.composite
 def cases(draw, capabilities: Capabilities, backend: str, *, dtypes=None, masked: bool = False,
-          specials: bool = True, size: SizeCaps | None = None) -> Case:
-    """Inputs inside ``capabilities`` on ``backend``, of every shape, layout and value class."""
+          specials: bool = True, backward: bool = False, size: SizeCaps | None = None) -> Case:
+    """Inputs inside ``capabilities`` on ``backend``, of every shape, layout and value class (``backward``: with a
+    gradient of any value class)."""
     caps = size or SIZE_CAPS[backend]
     dtype = draw(st.sampled_from(usable_dtypes(capabilities, dtypes)))
     boundaries = tuple(capabilities.path_boundaries.get(backend, ()))
@@ -706,4 +731,5 @@ def cases(draw, capabilities: Capabilities, backend: str, *, dtypes=None, masked
         mask=mask,
         seed=draw(st.integers(0, 2**32 - 1)),
         seam=seam,
+        grad=draw(value_classes()) if backward else None,
     )

@@ -82,6 +82,15 @@ class InputLimits:
         if error is not None:
             raise error
 
+    def check_backward(self, grad: torch.Tensor, y: torch.Tensor, dim: int) -> None:
+        """Raise the clear error for a softmax backward's (grad, y, dim): y and grad each within these limits, grad
+        of y's shape, dtype and device."""
+        self.check(y, dim)
+        self.check(grad, dim)
+        if grad.shape != y.shape or grad.dtype != y.dtype or grad.device != y.device:
+            raise ValueError(f"grad must have y's shape {tuple(y.shape)}, dtype {y.dtype} and device {y.device}; got "
+                             f"{tuple(grad.shape)} {grad.dtype} on {grad.device}")
+
 
 def dense(x: torch.Tensor) -> bool:
     """Whether x has strides to read it by (not sparse, not nested)."""

@@ -1,12 +1,15 @@
 """The softmax kernels people already use, measured on the suite's terms.
 
-* ``liger``: Liger-Kernel's Triton softmax (``LigerSoftmaxFunction``): the last
-  dim of any shape, fp32/fp16/bf16, rows of 1 to 65536 elements (version 0.8.5
-  has one block per row and nothing beyond, and fails on rows of length zero).
-* ``flag_gems``: FlagGems' softmax and log_softmax (``flag_gems.ops``): any dim,
-  fp32/fp16/bf16, and fp32 output of half input (``half_to_float``).
-* ``inductor``: ``torch.compile(torch.softmax / torch.log_softmax,
-  dynamic=True)``: the Triton kernel Inductor generates on GPUs.
+* ``liger``: Liger-Kernel's Triton softmax (``LigerSoftmaxFunction``) and its
+  backward: the last dim of any shape, fp32/fp16/bf16, rows of 1 to 65536
+  elements (version 0.8.5 has one block per row and nothing beyond, and fails
+  on rows of length zero).
+* ``flag_gems``: FlagGems' softmax, log_softmax and softmax backward
+  (``flag_gems.ops``): any dim, fp32/fp16/bf16, and fp32 output of half input
+  (``half_to_float``).
+* ``inductor``: ``torch.compile(torch.softmax / torch.log_softmax /
+  torch._softmax_backward_data, dynamic=True)``: the Triton kernels Inductor
+  generates on GPUs.
 * ``quack``: QuACK's softmax (``quack.softmax``, quack-kernels 0.6.5), written
   in NVIDIA's CuTe DSL for Hopper and Blackwell, not Triton: the last dim,
   fp32/fp16/bf16, rows of up to 2^18 elements, on NVIDIA GPUs only.
@@ -44,6 +47,16 @@ def liger_softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
     return LigerSoftmaxFunction.apply(x)
 
 
+def liger_softmax_backward(grad: torch.Tensor, y: torch.Tensor, dim: int = -1) -> torch.Tensor:
+    """What LigerSoftmaxFunction.backward runs: its _softmax_backward with the block its forward chose for the row."""
+    LIGER.check_backward(grad, y, dim)
+    from liger_kernel.ops.softmax import _softmax_backward
+    from liger_kernel.ops.utils import calculate_settings
+
+    block, num_warps = calculate_settings(y.size(-1))
+    return _softmax_backward(grad, y, block, num_warps, y.size(-1) > block)
+
+
 # ---------------------------------------------------------------------------- FlagGems
 
 FLAG_GEMS = InputLimits(dtypes=HALF_AND_SINGLE)
@@ -64,6 +77,11 @@ def flag_gems_softmax(x: torch.Tensor, dim: int, out_dtype: torch.dtype | None =
 def flag_gems_log_softmax(x: torch.Tensor, dim: int, out_dtype: torch.dtype | None = None) -> torch.Tensor:
     FLAG_GEMS.check(x, dim)
     return importlib.import_module("flag_gems.ops").log_softmax(x, dim, half_to_float(x, out_dtype))
+
+
+def flag_gems_softmax_backward(grad: torch.Tensor, y: torch.Tensor, dim: int) -> torch.Tensor:
+    FLAG_GEMS.check_backward(grad, y, dim)
+    return importlib.import_module("flag_gems.ops").softmax_backward(grad, y, dim, y.dtype)
 
 
 # ---------------------------------------------------------------------------- Inductor
@@ -87,6 +105,15 @@ def inductor_softmax(x: torch.Tensor, dim: int, out_dtype: torch.dtype | None = 
 def inductor_log_softmax(x: torch.Tensor, dim: int, out_dtype: torch.dtype | None = None) -> torch.Tensor:
     INDUCTOR.check(x, dim)
     return compiled(torch.log_softmax)(x, dim, dtype=out_dtype)
+
+
+def softmax_backward_data(grad: torch.Tensor, y: torch.Tensor, dim: int) -> torch.Tensor:
+    return torch._softmax_backward_data(grad, y, dim, y.dtype)
+
+
+def inductor_softmax_backward(grad: torch.Tensor, y: torch.Tensor, dim: int) -> torch.Tensor:
+    INDUCTOR.check_backward(grad, y, dim)
+    return compiled(softmax_backward_data)(grad, y, dim)
 
 
 # ---------------------------------------------------------------------------- QuACK

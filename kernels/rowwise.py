@@ -7,7 +7,10 @@ It rounds bf16 outputs to nearest itself, in integer arithmetic: Triton's
 interpreter truncates its own fp32 -> bf16 conversion, which would hide a kernel
 that truncates (one of the mutants) on the CPU.
 
-``MUTATION`` plants one known bug at a time (:mod:`specs.mutants`).  With
+Its backward (:func:`softmax_backward`) computes y * (grad - sum(grad * y)) per row in fp32, the row in one
+block, from the forward's output and the gradient with respect to it.
+
+``MUTATION`` plants one known bug at a time, in the forward or the backward (:mod:`specs.mutants`).  With
 ``MUTATION = CORRECT`` every switch below compiles away and the kernel is
 correct; each mutant is this source with exactly one switch flipped, so a
 mutant differs from its parent by its bug alone.
@@ -47,6 +50,13 @@ SKIP_LAST_OF_LONG_ROWS = tl.constexpr(20)
 BF16_TRUNCATION = tl.constexpr(21)
 FP16_RECIPROCAL = tl.constexpr(22)
 ROW_INDEX_WRAP = tl.constexpr(23)
+# Bugs of the backward (rowwise_softmax_backward_kernel):
+BACKWARD_BF16_DOT = tl.constexpr(24)
+BACKWARD_SUM_OF_GRAD = tl.constexpr(25)
+BACKWARD_DOT_MISSES_LAST = tl.constexpr(26)
+BACKWARD_DIFFERENCE_IN_INPUT_DTYPE = tl.constexpr(27)
+BACKWARD_MUTATIONS = frozenset(code.value for code in (BACKWARD_BF16_DOT, BACKWARD_SUM_OF_GRAD, BACKWARD_DOT_MISSES_LAST,
+                                                        BACKWARD_DIFFERENCE_IN_INPUT_DTYPE))
 
 WRAP = tl.constexpr(1 << 14)  # offsets wrap here instead of at 2^31, so that CPU-sized inputs show the bug
 ROW_WRAP = tl.constexpr(1 << 8)  # a narrow row index wraps here (standing for 2^16), within CPU-sized inputs
@@ -144,6 +154,38 @@ def rowwise_softmax_kernel(y_ptr, x_ptr, n_rows, n_cols, x_row_stride, x_col_str
             tl.store(y_ptr + y_offsets, y, mask=store_mask)
 
 
+@triton.jit(do_not_specialize=["n_rows", "n_cols", "y_row_stride", "y_col_stride", "g_row_stride", "g_col_stride",
+                               "dx_row_stride", "dx_col_stride"])
+def rowwise_softmax_backward_kernel(dx_ptr, g_ptr, y_ptr, n_rows, n_cols, g_row_stride, g_col_stride, y_row_stride,
+                                    y_col_stride, dx_row_stride, dx_col_stride, BLOCK: tl.constexpr,
+                                    MUTATION: tl.constexpr):
+    """dx = y * (g - sum(g * y)) per row, in fp32, the row in one block."""
+    cols = tl.arange(0, BLOCK)
+    wide_cols = cols.to(tl.int64)
+    mask = cols < n_cols
+    for row in tl.range(tl.program_id(0), n_rows, tl.num_programs(0)):
+        row = row + tl.zeros([1], tl.int64)
+        g = tl.load(g_ptr + row * g_row_stride + wide_cols * g_col_stride, mask=mask, other=0.0).to(tl.float32)
+        y = tl.load(y_ptr + row * y_row_stride + wide_cols * y_col_stride, mask=mask, other=0.0).to(tl.float32)
+        products = g * y
+        if MUTATION == BACKWARD_SUM_OF_GRAD:  # log_softmax's backward sums the gradient alone
+            products = g
+        if MUTATION == BACKWARD_DOT_MISSES_LAST:
+            products = tl.where(cols < n_cols - 1, products, 0.0)
+        dot = tl.sum(products, axis=0)
+        if MUTATION == BACKWARD_BF16_DOT:
+            dot = tl.sum(products.to(tl.bfloat16), axis=0).to(tl.bfloat16).to(tl.float32)
+        difference = g - dot
+        if MUTATION == BACKWARD_DIFFERENCE_IN_INPUT_DTYPE:
+            difference = difference.to(g_ptr.dtype.element_ty).to(tl.float32)
+        dx = y * difference
+        offsets = row * dx_row_stride + wide_cols * dx_col_stride
+        if dx_ptr.dtype.element_ty == tl.bfloat16:
+            tl.store(dx_ptr + offsets, _to_bfloat16(dx, False), mask=mask)
+        else:
+            tl.store(dx_ptr + offsets, dx, mask=mask)
+
+
 LIMITS = InputLimits(
     dtypes=HALF_AND_SINGLE,
     ranks=frozenset({2}),
@@ -175,7 +217,7 @@ def launch(x: torch.Tensor, dim: int, mutation: tl.constexpr) -> torch.Tensor:
     programs = min(compute_units(x.device), n_rows)
     rowwise_softmax_kernel[(programs,)](
         y, x, n_rows, n_cols, *x.stride(), *y_strides, storage_extent(x),
-        BLOCK=triton.next_power_of_2(n_cols), MUTATION=mutation.value,
+        BLOCK=triton.next_power_of_2(n_cols), MUTATION=own(mutation, backward=False),
     )
     return y
 
@@ -183,3 +225,30 @@ def launch(x: torch.Tensor, dim: int, mutation: tl.constexpr) -> torch.Tensor:
 def softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
     """Row-wise softmax of a 2-D tensor of any strides."""
     return launch(x, dim, CORRECT)
+
+
+def launch_backward(grad: torch.Tensor, y: torch.Tensor, dim: int, mutation: tl.constexpr) -> torch.Tensor:
+    LIMITS.check_backward(grad, y, dim)
+    require_triton_device(y)
+    n_rows, n_cols = y.shape
+    dx = torch.empty((n_rows, n_cols), dtype=y.dtype, device=y.device)
+    if y.numel() == 0:
+        return dx
+    rowwise_softmax_backward_kernel[(min(compute_units(y.device), n_rows),)](
+        dx, grad, y, n_rows, n_cols, *grad.stride(), *y.stride(), *dx.stride(),
+        BLOCK=triton.next_power_of_2(n_cols), MUTATION=own(mutation, backward=True),
+    )
+    return dx
+
+
+def own(mutation: tl.constexpr, *, backward: bool) -> int:
+    """The code the forward (or the backward) kernel compiles with: ``mutation`` where it is one of that kernel's
+    bugs, else CORRECT, so that the mutants of the other kernel share its correct compile (each code is a compile
+    of its own per dtype and block: 28 mutants of each kernel, compiled again on every device run)."""
+    return mutation.value if (mutation.value in BACKWARD_MUTATIONS) == backward else CORRECT.value
+
+
+def softmax_backward(grad: torch.Tensor, y: torch.Tensor, dim: int = -1) -> torch.Tensor:
+    """The logits' gradient from the softmax's output ``y`` and the gradient ``grad`` with respect to it (2-D, any
+    strides): y * (grad - sum(grad * y)) per row."""
+    return launch_backward(grad, y, dim, CORRECT)

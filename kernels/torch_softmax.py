@@ -33,3 +33,10 @@ def masked_softmax(x: torch.Tensor, mask: torch.Tensor, dim: int, out_dtype: tor
         raise ValueError(f"mask must be a bool tensor of x's shape {tuple(x.shape)}; got {mask.dtype} {tuple(mask.shape)}")
     return torch._safe_softmax(x.masked_fill(~mask, -torch.inf), dim, dtype=out_dtype)
 
+
+
+def softmax_backward(grad: torch.Tensor, y: torch.Tensor, dim: int) -> torch.Tensor:
+    """torch's softmax backward (``torch._softmax_backward_data``, what autograd runs): the logits' gradient from
+    the forward's output ``y`` and the gradient ``grad`` with respect to it."""
+    LIMITS.check_backward(grad, y, dim)
+    return torch._softmax_backward_data(grad, y, dim, y.dtype)

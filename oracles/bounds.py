@@ -120,6 +120,12 @@ class Arithmetic:
     # Output dtypes whose conversion may return any value below the smallest
     # normal for a result below it (a flush to zero is the common case).
     subnormal_downcast_unreliable: frozenset[torch.dtype] = frozenset()
+    # Input dtypes whose conversion to C may return any value below the smallest normal for a subnormal input
+    # (a backward's y and grad carry their values into the result; a logit's subnormal part moves no exp).
+    subnormal_upcast_unreliable: frozenset[torch.dtype] = frozenset()
+    # A softmax backward rounds its products grad * y to the input dtype, then computes tmp_j - y_j sum(tmp)
+    # (torch's CUDA softmax_backward): the products of half inputs err by half an ulp of the half format each.
+    backward_products_in_input: bool = False
     # exp(x - max) is stored in the output dtype before the division (a double rounding).
     exp_rounded_to_output: bool = False
     # log, for log_softmax: |log~(S) - log S| <= log_ulps ulp(log S) + log_abs.
@@ -358,3 +364,60 @@ def conversion_error(high: np.ndarray, low: np.ndarray, out: Format, ar: Arithme
     if out.dtype in ar.subnormal_downcast_unreliable:
         error = error + np.where(low < out.min_normal, out.min_normal, 0.0)
     return error
+
+
+@numpy_defaults
+def softmax_backward_bound(y: np.ndarray, g: np.ndarray, exact: np.ndarray, out: Format,
+                           profile: PrecisionProfile) -> np.ndarray:
+    r"""Per-element bound for softmax backward, z_j = y_j (g_j - S), S = sum_i g_i y_i, in ulps of ``out``.
+
+    The algorithm, in the compute format C (u = u_C): p~_i = fl(g_i y_i); S~ = sum~ p~_i by a tree of depth h;
+    d~_j = fl(g_j - S~); z~_j = fl(y_j d~_j); converted to O.  The products and the h additions on any path
+    give |S~ - S| <= gamma_{h+1} P, P = sum_i |g_i y_i| (Higham, Accuracy and Stability, 3.1 and 3.5), and
+    with h at most k - 1 for k non-zero products (adding an exact zero rounds nothing).  Then
+    d~_j = (d_j + (S - S~))(1 + e1) and z~_j = y_j d~_j (1 + e2), |e1|, |e2| <= u:
+
+        |z~_j - z_j| <= |z_j| ((1 + u)^2 - 1) + |y_j| gamma_{h+1} P (1 + u)^2.
+
+    Where d_j = g_j - S cancels (g near constant), the second term dominates: the absolute error of a
+    backward is |y_j| times the sum's, however small z_j is, and the bound in ulps of z_j grows as it must.
+    A kernel of unknown construction may compute fl(fl(y_j g_j) - fl(y_j S~)) instead, which adds
+    u |y_j| (|g_j| + |S| + gamma_{h+1} P).  Subnormal products and results add an absolute
+    (|y_j| k + 2) minsub_C (min_normal_C where C flushes); where the input format's subnormals may load as any
+    value below its smallest normal m (``subnormal_upcast_unreliable``), each such y_i or g_i moves by up to m,
+    S by the sum of those moves times the other factor, and z_j by its own factors' moves; the conversion to O
+    adds its ulps (:func:`conversion_error`).  A construction that rounds each product to the input format
+    first and computes tmp_j - y_j sum(tmp) (``backward_products_in_input``, torch's on CUDA) adds
+    u_O |g_j y_j| and |y_j| u_O P (each plus a subnormal step of O) and the rounding of y_j sum(tmp).  The
+    input and output formats are one here.  Rows are float64 ``y``, ``g`` and the ``exact`` results, last axis the softmax's.
+    """
+    y, g, z = (np.asarray(a, dtype=np.float64) for a in (y, g, exact))
+    ar, c = profile.arithmetic, profile.arithmetic.compute
+    u = c.unit_roundoff
+    products = np.abs(y * g)
+    nonzero = np.sum(products != 0, axis=-1, keepdims=True)
+    total = np.sum(products, axis=-1, keepdims=True) * (1 + y.shape[-1] * 2.0**-52)  # P, rounded up
+    h = np.minimum(profile.reduction.depth(y.shape[-1]), np.maximum(nonzero - 1, 0)) + 1  # with the product
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        gamma = np.where(h * u < 1, h * u / np.maximum(1 - h * u, u), np.inf)
+        sum_error = gamma * total
+        error = np.abs(z) * ((1 + u) ** 2 - 1) + np.abs(y) * sum_error * (1 + u) ** 2
+        if not ar.known_construction:
+            exact_sum = np.abs(np.sum(y * g, axis=-1, keepdims=True))
+            error = error + u * np.abs(y) * (np.abs(g) + exact_sum + sum_error) * (1 + u)
+        error = error + (np.abs(y) * nonzero + 2) * (c.min_normal if ar.flushes_subnormals else c.min_subnormal)
+        if ar.backward_products_in_input and out != c:  # tmp_i = round_O(g_i y_i), then tmp_j - fl(y_j sum~ tmp)
+            uo = out.unit_roundoff
+            rounded = (uo * total + out.min_subnormal * nonzero) * (1 + gamma)  # what the products' rounding moves S by
+            exact_sum = np.abs(np.sum(y * g, axis=-1, keepdims=True))
+            error = error + (uo * np.abs(y * g) + out.min_subnormal + np.abs(y) * rounded) * (1 + u) ** 2 \
+                + u * np.abs(y) * (exact_sum + sum_error + rounded) * (1 + u)
+        if out.dtype in ar.subnormal_upcast_unreliable:  # y_i, g_i below the smallest normal may load as any such
+            tiny = out.min_normal
+            moved_sum = np.sum(np.where(np.abs(y) < tiny, np.abs(g) + tiny, 0.0) + np.where(np.abs(g) < tiny, np.abs(y), 0.0),
+                               axis=-1, keepdims=True) * tiny * (1 + gamma)  # and the sum's rounding of the moves
+            difference = np.abs(g) + tiny + np.abs(np.sum(y * g, axis=-1, keepdims=True)) + sum_error + moved_sum
+            error = error + (np.where(np.abs(y) < tiny, tiny * difference, 0.0) + np.abs(y) * (
+                moved_sum + np.where(np.abs(g) < tiny, tiny, 0.0))) * (1 + u) ** 2
+        error = error + conversion_error(np.abs(z) + error, np.abs(z) - error, out, ar)
+        return np.where(np.isfinite(error), error / ulp(z, out), np.inf)

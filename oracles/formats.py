@@ -119,9 +119,15 @@ def round_mpf(value: MP.mpf, fmt: Format) -> float:
     if not MP.isfinite(value):
         return float(value)
     negative, man, exp, _ = value._mpf_
+    return round_dyadic(-man if negative else man, exp, fmt)
+
+
+def round_dyadic(man: int, exp: int, fmt: Format) -> float:
+    """Round ``man * 2**exp`` (integers, any size) to ``fmt`` exactly (nearest, ties to even); +0 for zero."""
     if man == 0:
         return 0.0
-    sign = -1.0 if negative else 1.0
+    sign = -1.0 if man < 0 else 1.0
+    man = abs(man)
     floor_log2 = exp + man.bit_length() - 1
     if floor_log2 < fmt.emin - fmt.precision:  # below half the smallest subnormal
         return sign * 0.0

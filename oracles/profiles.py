@@ -6,8 +6,9 @@ Figures in ulps of fp32 (fractional: |computed - exact| / ulp(exact)):
   documented to err by at most 2.52 ulp (measured here: 2.44 over 25M arguments
   in [-104, 0]), its ``log`` measured at 3.05 ulp (4 here); division is IEEE (0.5); its fp32 -> bf16 conversion truncates
   (``_convert_float`` in triton/runtime/interpreter.py rounds toward zero unless
-  asked otherwise: 1 ulp of bf16) and garbles bf16 subnormals (1e-39 becomes
-  4.2e-39, below the smallest normal all the same: tests/suite/test_profiles.py);
+  asked otherwise: 1 ulp of bf16) and garbles bf16 subnormals both ways (1e-39
+  becomes 4.2e-39 stored, 4.4e-39 loaded, below the smallest normal all the same:
+  tests/suite/test_profiles.py);
   fp16 conversion is numpy's, to nearest.
 * Triton on NVIDIA: ``tl.exp`` is ``ex2.approx.f32`` of ``x * log2(e)``;
   measured on an H100 (Triton 3.6) at most 2 + 1.16 |d| ulp, so 2.5 + 1.25 |d|
@@ -34,7 +35,12 @@ Figures in ulps of fp32 (fractional: |computed - exact| / ulp(exact)):
   log_softmax subtracts ``max + log(sum)``, rounded first
   (``LogSoftMaxForwardEpilogue`` in aten/src/ATen/native/cuda/SoftMax.cu): an
   fp32 row [-106.08, 17.72, -132.19, -44.84, 15.43] erred by 0.59 ULP in the
-  nightly H100 soak, beyond a bound without that rounding (0.56).
+  nightly H100 soak, beyond a bound without that rounding (0.56).  Its
+  softmax backward forms ``tmp = grad * output`` as a tensor in the input
+  dtype (``softmax_backward_cuda_out``), then ``tmp - output * sum(tmp)`` in
+  fp32: for fp16 and bf16 each product is rounded to the half format first
+  (an fp16 row erred by 0.94 ULP against a bound of 0.52 without that
+  rounding, on an H100: docs/findings/softmax-backward.md).
 * A user's kernel of unknown construction: the loosest of every known
   arithmetic (:func:`loosest` of these and of those the kernels' records
   declare: ``specs.registry.unknown_arithmetic``), in each respect at once:
@@ -43,7 +49,8 @@ Figures in ulps of fp32 (fractional: |computed - exact| / ulp(exact)):
   terms in the output dtype, no recovery of the gap's rounding, fp32 compute,
   and no claim of monotonicity; never a step that is a reported bug
   (:func:`correct_construction`: torch's CUDA log_softmax rounding max +
-  log(sum) before the subtraction); summed in any order, folding tiles as
+  log(sum) before the subtraction; its softmax backward rounding the products
+  grad * y to the input dtype); summed in any order, folding tiles as
   often as a known construction (:func:`folded_in_any_order`);
   tests/suite/test_bounds.py checks, element by element, that its bound is at
   least every other profile's.
@@ -105,7 +112,7 @@ INTERPRETER = Arithmetic(
     "Triton interpreter (numpy)", exp_ulps=2.6, exp_ulps_per_gap=0.0, div_ulps=0.5, log_ulps=4.0,
     exp_bias_ulps=0.1, div_bias_ulps=0.05,  # numpy's exp errs low on average (measured -0.076); IEEE division
     flushes_subnormals=False, downcast_ulps={torch.float16: 0.5, torch.bfloat16: 1.0},
-    subnormal_downcast_unreliable=frozenset({torch.bfloat16}),
+    subnormal_downcast_unreliable=frozenset({torch.bfloat16}), subnormal_upcast_unreliable=frozenset({torch.bfloat16}),
 )
 TRITON_NVIDIA = Arithmetic(
     "Triton on NVIDIA (ex2.approx, div.full)", exp_ulps=2.5, exp_ulps_per_gap=1.25, div_ulps=2.5,
@@ -137,6 +144,9 @@ TORCH_CUDA = Arithmetic(
     exp_bias_ulps=0.2, div_bias_ulps=0.05,  # expf: measured +0.15 at most; IEEE division
     flushes_subnormals=False, downcast_ulps=TO_NEAREST,
     log_shift_rounded=True,  # LogSoftMaxForwardEpilogue: x - (max + log(sum)), found by the H100 soak
+    # softmax_backward_cuda_out: tmp = grad * output, a tensor in the input dtype, then tmp - output * sum(tmp):
+    # found by the H100 run of the backward (docs/findings/softmax-backward.md).
+    backward_products_in_input=True,
 )
 
 
@@ -186,11 +196,13 @@ def loosest(name: str, arithmetics) -> Arithmetic:
         # A dtype an arithmetic does not list converts toward zero (1 ulp): never below that.
         downcast_ulps={d: max(1.0, *(a.downcast_ulps.get(d, 1.0) for a in arithmetics)) for d in dtypes},
         subnormal_downcast_unreliable=frozenset().union(*(a.subnormal_downcast_unreliable for a in arithmetics)),
+        subnormal_upcast_unreliable=frozenset().union(*(a.subnormal_upcast_unreliable for a in arithmetics)),
         exp_rounded_to_output=True,
         log_ulps=max(a.log_ulps for a in arithmetics),
         log_abs=max(a.log_abs for a in arithmetics),
         log_terms_in_output=True,
         log_shift_rounded=False,  # a reported bug, never a correct kernel's construction: correct_construction
+        backward_products_in_input=False,  # the same
         exact_gap=False,
         log_result_ulps=max(a.log_result_ulps for a in arithmetics),
         compute=FP32,
@@ -204,7 +216,7 @@ def correct_construction(arithmetic: Arithmetic) -> Arithmetic:
     unknown construction's, never takes: log_softmax as x - fl(max + log(sum)) (torch's CUDA log_softmax,
     pytorch issue 38839: on rows far from zero the rounded shift errs by up to half an ulp of the max, 1e9 ulps of
     a small result)."""
-    return replace(arithmetic, log_shift_rounded=False)
+    return replace(arithmetic, log_shift_rounded=False, backward_products_in_input=False)
 
 
 # The figures of an Arithmetic in which a larger value is a looser arithmetic: errors in ulps of its compute format
@@ -219,7 +231,8 @@ ABSOLUTE = ("log_abs",)
 # the bounds (a claim the bounds then hold the kernel to), and the monotonicity it withdraws needs
 # known_construction, which a kernel of unknown construction has not.
 LOOSENING = {"flushes_subnormals": True, "exp_of_zero_exact": False, "exp_rounded_to_output": True,
-             "log_terms_in_output": True, "log_shift_rounded": True, "known_construction": False}
+             "log_terms_in_output": True, "log_shift_rounded": True, "backward_products_in_input": True,
+             "known_construction": False}
 DEFAULT_DOWNCAST = 1.0  # the conversion of a dtype that downcast_ulps does not list: toward zero (bounds.py)
 
 
@@ -238,10 +251,11 @@ def looser_than(arithmetic: Arithmetic, known: Arithmetic) -> list[str]:
               for name, value, bound in figures if not value <= bound]
     looser += [f"{name}: declared {unsafe}, loosest known {not unsafe}" for name, unsafe in LOOSENING.items()
                if bool(getattr(arithmetic, name)) == unsafe != bool(getattr(known, name))]
-    unreliable = arithmetic.subnormal_downcast_unreliable - known.subnormal_downcast_unreliable
-    if unreliable:
-        looser.append(f"subnormal_downcast_unreliable: declared {', '.join(sorted(map(str, unreliable)))} besides "
-                      f"the loosest known {', '.join(sorted(map(str, known.subnormal_downcast_unreliable))) or 'none'}")
+    for name in ("subnormal_downcast_unreliable", "subnormal_upcast_unreliable"):
+        unreliable = getattr(arithmetic, name) - getattr(known, name)
+        if unreliable:
+            looser.append(f"{name}: declared {', '.join(sorted(map(str, unreliable)))} besides the loosest known "
+                          f"{', '.join(sorted(map(str, getattr(known, name)))) or 'none'}")
     if coarser(arithmetic.compute, known.compute):
         looser.append(f"compute: declared {arithmetic.compute}, loosest known {known.compute}")
     return looser

@@ -1,5 +1,5 @@
 """``python -m report compare OLD.json NEW.json [NEWER.json ...]``: what improved and what regressed.
-``python -m report league ACCURACY.json [--bench BANDWIDTH.json] [--out DIR]``: the league table
+``python -m report league ACCURACY.json [--bench BANDWIDTH.json] [--out DIR] [--op OP]``: the league table
 (:mod:`report.league`).
 ``python -m report merge OUT SHARD_DIR... [--accuracy-baseline FILE|auto]``: the reports of a run's shards
 (``--shard K/N``) as one report in OUT and one gate verdict (:mod:`report.merge`; exit status 4 when the
@@ -128,6 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     table.add_argument("report", type=Path, metavar="REPORT")
     table.add_argument("--bench", type=Path, help="bench/softmax_bandwidth.py's bandwidth.json, same device")
     table.add_argument("--out", type=Path, default=Path("."), help="where league.md, league.json, plots go")
+    table.add_argument("--op", default=league.OP, help="the operation tabled (records' op: softmax, softmax_backward...)")
     shards = commands.add_parser("merge", help="merge the reports of a run's shards into one report and verdict")
     shards.add_argument("out", type=Path, metavar="OUT", help="the merged report's folder")
     shards.add_argument("shards", type=Path, nargs="+", metavar="SHARD_DIR", help="each shard's --accuracy-report")
@@ -144,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
         except Refused as why:
             print(f"python -m report league: {why}", file=sys.stderr)
             return REFUSED
-        for path in league.write(args.out, document, bench):
+        for path in league.write(args.out, document, bench, args.op):
             print(f"wrote {path}")
         return 0
     if len(args.reports) < 2:

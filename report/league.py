@@ -10,7 +10,10 @@ on the same inputs is in every report's category tables).  One plot per dtype
 puts accuracy against speed: max ULP on ordinary logits (the benchmark's
 inputs are ``randn``) against the fraction of copy bandwidth.
 
-    python -m report league ACCURACY.json [--bench BANDWIDTH.json] [--out DIR]
+    python -m report league ACCURACY.json [--bench BANDWIDTH.json] [--out DIR] [--op OPERATION]
+
+``--op`` tables another operation than the softmax (``softmax_backward``, say: there results that cancel to
+near zero have large ULP distances by nature, and the worst error-to-bound ratio is the column to read).
 """
 
 from __future__ import annotations
@@ -54,14 +57,14 @@ def merged(groups: list[dict]) -> dict:
             "non_finite": sum(s["non_finite"] for s in stats)}
 
 
-def rows(categories: dict, bench: dict | None = None) -> list[dict]:
-    """Per kernel and dtype: a row over all value classes ("all"), then one per value class."""
+def rows(categories: dict, bench: dict | None = None, op: str = OP) -> list[dict]:
+    """Per kernel and dtype: a row over all value classes ("all") of ``op``, then one per value class."""
     table = []
     for kernel, groups in sorted(categories.items()):
         by_dtype: dict[str, dict[str, dict]] = {}
         for key, stats in groups.items():
-            op, dtype, values = key.split("/")
-            if op == OP:
+            key_op, dtype, values = key.split("/")
+            if key_op == op:
                 by_dtype.setdefault(dtype, {})[values] = stats
         for dtype, classes in sorted(by_dtype.items()):
             fast = speed(bench, kernel, dtype)
@@ -86,12 +89,12 @@ def promises(table: dict) -> list[str]:
             for kernel, cells in sorted(table.items())]
 
 
-def markdown(categories: dict, invariances: dict, bench: dict | None = None) -> list[str]:
+def markdown(categories: dict, invariances: dict, bench: dict | None = None, op: str = OP) -> list[str]:
     """The league as Markdown: overall rows per kernel and dtype, then per value class, then the promises."""
-    table = rows(categories, bench)
+    table = rows(categories, bench, op)
     header = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
     overall = [r for r in table if r["values"] == "all"]
-    lines = ["## League table (softmax)", "",
+    lines = [f"## League table ({op})", "",
              "Each kernel on the inputs its capabilities admit; GB/s and the fraction of a copy's bandwidth are "
              "medians over the benchmark's shapes" + (f" ({bench['device']['name']})" if bench else
                                                       " (no benchmark JSON given: not measured)") + ".", ""]
@@ -125,12 +128,13 @@ def plot(directory: Path, categories: dict, bench: dict) -> list[Path]:
     return paths
 
 
-def write(directory: Path, report: dict, bench: dict | None) -> list[Path]:
-    """league.md, league.json and, with a benchmark, the plots, from an accuracy.json document."""
+def write(directory: Path, report: dict, bench: dict | None, op: str = OP) -> list[Path]:
+    """league.md, league.json and, with a benchmark, the plots (of the softmax), from an accuracy.json document."""
     directory.mkdir(parents=True, exist_ok=True)
     categories, invariances = report["categories"], report.get("invariances", {})
     written = [directory / "league.md", directory / "league.json"]
-    written[0].write_text("\n".join(["# League", ""] + markdown(categories, invariances, bench)))
+    written[0].write_text("\n".join(["# League", ""] + markdown(categories, invariances, bench, op)))
     written[1].write_text(json.dumps({"run": report.get("run"), "bench_device": (bench or {}).get("device"),
-                                      "rows": rows(categories, bench), "invariances": invariances}, indent=1) + "\n")
-    return written + (plot(directory, categories, bench) if bench else [])
+                                      "op": op, "rows": rows(categories, bench, op), "invariances": invariances},
+                                     indent=1) + "\n")
+    return written + (plot(directory, categories, bench) if bench and op == OP else [])

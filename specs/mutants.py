@@ -1,6 +1,6 @@
 """The mutation catalog: a correct kernel with one known bug planted at a time.
 
-Each mutant is a parent, ``kernels.rowwise`` (one block per row) or
+Each mutant is a parent, ``kernels.rowwise`` (one block per row, and its backward) or
 ``kernels.online`` (an online two-pass softmax, for the bugs of that
 algorithm), compiled with one ``MUTATION`` switch, and declares its parent's
 record (capabilities and precision profile: ``specs.rowwise``, ``specs.online``),
@@ -39,6 +39,11 @@ BUG_CLASSES = {
     "fp16_reciprocal": "the reciprocal of the sum rounded to fp16",
     "row_index_wrap": "the row index wraps (at 2^8 here, standing for a 16-bit index)",
     "online_neg_inf_head": "online softmax: a leading tile of -inf makes the rescale exp(-inf + inf) = NaN",
+    "backward_bf16_dot": "softmax backward: the dot product sum(grad * y) accumulated in bf16",
+    "backward_sum_of_grad": "softmax backward: sum(grad) for sum(grad * y), log_softmax's backward formula",
+    "backward_dot_misses_last": "softmax backward: the dot product drops the row's last column (mask off by one)",
+    "backward_half_difference": "softmax backward: grad - sum(grad * y) rounded to the input dtype before "
+                                          "the product with y",
 }
 
 
@@ -52,6 +57,11 @@ def mutant(code, parent=rowwise, record=rowwise_record):
     def softmax(x, dim=-1):
         return parent.launch(x, dim, code)
 
+    def softmax_backward(grad, y, dim=-1):
+        return parent.launch_backward(grad, y, dim, code)
+
+    if record.CAPABILITIES.backward:  # a code of the forward leaves the backward correct, and the reverse
+        softmax.softmax_backward = softmax_backward
     softmax.capabilities = record.CAPABILITIES
     softmax.precision = record.precision
     softmax.parent = PARENTS[parent]
@@ -82,3 +92,7 @@ bf16_truncation = mutant(rowwise.BF16_TRUNCATION)
 fp16_reciprocal = mutant(rowwise.FP16_RECIPROCAL)
 row_index_wrap = mutant(rowwise.ROW_INDEX_WRAP)
 online_neg_inf_head = mutant(online.NEG_INF_HEAD_NAN, online, online_record)
+backward_bf16_dot = mutant(rowwise.BACKWARD_BF16_DOT)
+backward_sum_of_grad = mutant(rowwise.BACKWARD_SUM_OF_GRAD)
+backward_dot_misses_last = mutant(rowwise.BACKWARD_DOT_MISSES_LAST)
+backward_half_difference = mutant(rowwise.BACKWARD_DIFFERENCE_IN_INPUT_DTYPE)

@@ -26,22 +26,32 @@ class Declared(Operation):
     # The Capabilities flags that declare it, all of them (a kernel without one skips its tests); none: every
     # kernel has it.
     flags: tuple[str, ...]
-    # The KernelSpec callable that runs it: "softmax" (x, dim), "log_softmax" (x, dim) or "masked_softmax"
-    # (x, mask, dim); out_dtype=, when the entry has one, is passed as a keyword.
+    # The KernelSpec callable that runs it, and the call's values it takes, in order (oracles.call.Call.arguments:
+    # x, y, mask, grad, dim); out_dtype=, when the entry has one, is passed as a keyword.
     runs: str
+    arguments: tuple[str, ...] = ("x", "dim")
     what: str  # how a skip names it: "<kernel> declares no <what>"
     dtypes: tuple[torch.dtype, ...] = TESTED_DTYPES  # the input dtypes its accuracy test runs in
     # Its accuracy tests run before the others (pytest mark "first"): they open with the regression
     # catalog, so that a broken kernel fails within a minute.
     first: bool = False
+    # Its inputs hold special values (NaN, infinities, -inf seams) where the strategies place them; False: finite
+    # inputs only, for an operation whose special-value rules (oracles/semantics.py) are not written yet.
+    specials: bool = True
 
 
 SOFTMAX = Declared(name="softmax", flags=(), runs="softmax", what="softmax", first=True)
 MASKED_SOFTMAX = Declared(name="masked_softmax", masked=True, flags=("masked",), runs="masked_softmax",
-                          what="masked softmax")
+                          arguments=("x", "mask", "dim"), what="masked softmax")
 LOG_SOFTMAX = Declared(name="log_softmax", log=True, flags=("log_softmax",), runs="log_softmax", what="log_softmax")
 SOFTMAX_FP32_OUT = Declared(name="softmax_fp32_out", out_dtype=torch.float32, flags=("out_dtype",), runs="softmax",
                             what="out_dtype", dtypes=(torch.float16, torch.bfloat16))
+# torch's _softmax_backward_data(grad_output, output, dim, input_dtype): the gradient of the logits from the
+# forward's output y and the gradient of the loss with respect to it (oracles/backward.py).
+# Its tests run early too (first): a backward kernel's bugs live in its backward, which a kernel stopped at its
+# first failure (the mutation score's sub-runs) would otherwise reach after every forward test.
+SOFTMAX_BACKWARD = Declared(name="softmax_backward", backward=True, flags=("backward",), runs="softmax_backward",
+                            arguments=("grad", "y", "dim"), what="softmax backward", specials=False, first=True)
 
-OPERATIONS = {op.name: op for op in (SOFTMAX, MASKED_SOFTMAX, LOG_SOFTMAX, SOFTMAX_FP32_OUT)}
+OPERATIONS = {op.name: op for op in (SOFTMAX, MASKED_SOFTMAX, LOG_SOFTMAX, SOFTMAX_FP32_OUT, SOFTMAX_BACKWARD)}
 """Every operation by its name, in the order their accuracy tests run."""

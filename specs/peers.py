@@ -68,22 +68,26 @@ def quack_runs(backend: str) -> str | None:
 
 
 register(KernelSpec(
-    name="liger", softmax=peers.liger_softmax, capabilities=Capabilities.extending(peers.LIGER),
+    name="liger", softmax=peers.liger_softmax, softmax_backward=peers.liger_softmax_backward,
+    capabilities=Capabilities.extending(peers.LIGER, backward=True),
     clear_refusals=False, skip_reason=missing("liger-kernel", "liger_kernel"), by_default=False,
-    description="Liger-Kernel's Triton softmax (LigerSoftmaxFunction), last dim",
+    description="Liger-Kernel's Triton softmax and its backward (LigerSoftmaxFunction), last dim",
 ))
 register(KernelSpec(
     name="flag_gems", softmax=peers.flag_gems_softmax, log_softmax=peers.flag_gems_log_softmax,
-    capabilities=Capabilities.extending(peers.FLAG_GEMS, log_softmax=True, out_dtype=True),
+    softmax_backward=peers.flag_gems_softmax_backward,
+    capabilities=Capabilities.extending(peers.FLAG_GEMS, log_softmax=True, out_dtype=True, backward=True),
     clear_refusals=False, skip_reason=gpu_only("FlagGems needs a GPU runtime", missing("flag-gems", "flag_gems")),
     by_default=False,
-    description="FlagGems' softmax and log_softmax (flag_gems.ops), any dim",
+    description="FlagGems' softmax, log_softmax and softmax backward (flag_gems.ops), any dim",
 ))
 register(KernelSpec(
     name="inductor", softmax=peers.inductor_softmax, log_softmax=peers.inductor_log_softmax,
-    capabilities=Capabilities.extending(peers.INDUCTOR, log_softmax=True, out_dtype=True),
+    softmax_backward=peers.inductor_softmax_backward,
+    capabilities=Capabilities.extending(peers.INDUCTOR, log_softmax=True, out_dtype=True, backward=True),
     clear_refusals=False, skip_reason=gpu_only("Inductor emits C++, not Triton, on the CPU"), by_default=False,
-    description="torch.compile(torch.softmax / log_softmax, dynamic=True): Inductor's Triton kernel",
+    description="torch.compile(torch.softmax / log_softmax / softmax backward, dynamic=True): Inductor's Triton "
+                "kernels",
 ))
 register(KernelSpec(
     name="quack", softmax=peers.quack_softmax, capabilities=Capabilities.extending(peers.QUACK),

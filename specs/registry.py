@@ -48,6 +48,7 @@ __all__ = ["ALL_INVARIANCES", "FLOATING", "HALF_AND_SINGLE", "INVARIANCES", "TOR
 
 Softmax = Callable[[torch.Tensor, int], torch.Tensor]
 MaskedSoftmax = Callable[[torch.Tensor, torch.Tensor, int], torch.Tensor]
+SoftmaxBackward = Callable[[torch.Tensor, torch.Tensor, int], torch.Tensor]  # (grad, y, dim) -> the logits' gradient
 
 INVARIANCES = {
     "batch": "a row's output does not depend on the rows launched with it",
@@ -86,6 +87,7 @@ class Capabilities(InputLimits):
     log_softmax: bool = False  # it also provides log_softmax(x, dim)
     masked: bool = False  # it also provides masked_softmax(x, mask, dim)
     out_dtype: bool = False  # it takes out_dtype=torch.float32 for half inputs
+    backward: bool = False  # it also provides softmax_backward(grad, y, dim)
     # The bitwise invariances (INVARIANCES) promised on every device type; promises_by_device
     # replaces them on the device types it names.  None is assumed.
     promises: frozenset[str] = frozenset()
@@ -141,6 +143,7 @@ class KernelSpec:
     capabilities: Capabilities = USER_CONTRACT  # the inputs it handles, its operations and promises
     log_softmax: Softmax | None = None  # given exactly when capabilities.log_softmax
     masked_softmax: MaskedSoftmax | None = None  # given exactly when capabilities.masked
+    softmax_backward: SoftmaxBackward | None = None  # given exactly when capabilities.backward
     # precision(call): the precision profile of that call (oracles.call.Call: its input, dim,
     # operation, mask and backend), from which its error bounds are derived.
     precision: Callable[[Call], PrecisionProfile] = unknown_profile
@@ -164,12 +167,12 @@ class KernelSpec:
         return declares(self.capabilities, operation)
 
     def run(self, call: Call) -> torch.Tensor:
-        """The kernel's result for ``call``: the operation's callable on its input (and mask), with its out_dtype."""
-        function = getattr(self, call.operation.runs)
+        """The kernel's result for ``call``: the operation's callable on the call's values it takes, with its
+        out_dtype."""
+        operation = call.operation
         extra = {} if call.out_dtype is None else {"out_dtype": call.out_dtype}
-        if call.mask is not None:
-            return function(call.x, call.mask, call.dim, **extra)
-        return function(call.x, call.dim, **extra)
+        given = call.arguments
+        return getattr(self, operation.runs)(*(given[name] for name in operation.arguments), **extra)
 
 
 def declares(capabilities: Capabilities, operation: Declared) -> bool:

@@ -51,8 +51,8 @@ class Worst:
 def judge_case(kernel, backend, op: Declared, case: Case, worst: Worst, record, drawn: coverage.Drawn,
                fixed: set) -> None:
     """Run and judge one case of ``op`` (or expect its refusal), record it, and aim the search at its worst error."""
-    x, mask = case.make(backend.device)
-    call = Call(x, case.dim, op, backend.name, mask)
+    call = case.call(op, backend.name, backend.device)
+    x = call.x
     replay_command = command(kernel, backend.name, op.name, case)
     replay = f"{case!r} -> {describe_input(x, case.dim)}\n{PREFIX}{replay_command}"
     judge = functools.partial(judge_softmax, call=call, replay=replay, command=replay_command)
@@ -73,9 +73,11 @@ def judge_case(kernel, backend, op: Declared, case: Case, worst: Worst, record, 
 
 def examples(kernel, backend, op: Declared, dtype) -> list[Case]:
     """The catalog's entries for this operation in ``dtype``, and the sweep of the coverage matrix in ``dtype``."""
-    catalog = [c for c in CATALOG.values() if (c.mask is not None) == op.masked and c.dtype == dtype]
+    catalog = [c for c in CATALOG.values() if (c.mask is not None) == op.masked and c.dtype == dtype
+               and not op.backward]
     # The sweep of all the op's dtypes, filtered: its variants rotate with the dtype.
-    sweep = coverage.sweep(kernel.capabilities, backend.name, op.dtypes, masked=op.masked)
+    sweep = coverage.sweep(kernel.capabilities, backend.name, op.dtypes, masked=op.masked, specials=op.specials,
+                           backward=op.backward)
     return catalog + [c for c in sweep if c.dtype == dtype]
 
 
@@ -90,11 +92,13 @@ def run_op(kernel, backend, op: Declared, dtype, note, accuracy_record, request)
     if dtype not in kernel.capabilities.dtypes:
         pytest.skip(f"{kernel.name} declares no {format_of(dtype)}")
     worst = Worst()
-    drawn = coverage.Drawn(kernel, backend.name, op.name, coverage.space(kernel.capabilities, backend.name, (dtype,)))
+    drawn = coverage.Drawn(kernel, backend.name, op.name, coverage.space(kernel.capabilities, backend.name, (dtype,),
+                                                                         specials=op.specials))
     fixed_inputs = examples(kernel, backend, op, dtype)
     fixed = set(fixed_inputs)
 
-    @given(case=cases(kernel.capabilities, backend.name, masked=op.masked, dtypes=(dtype,)))
+    @given(case=cases(kernel.capabilities, backend.name, masked=op.masked, dtypes=(dtype,), specials=op.specials,
+                      backward=op.backward))
     @timebox.timeboxed
     def one_case(case):
         judge_case(kernel, backend, op, case, worst, accuracy_record, drawn, fixed)

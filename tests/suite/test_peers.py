@@ -239,3 +239,52 @@ def test_torch_2_11_compiled_softmax_of_integers_returns_zeros_where_eager_refus
     except Exception:  # refusing, as eager torch does, is as good as a correct result
         return
     torch.testing.assert_close(y.double(), torch.softmax(x.double(), 0))
+
+
+def backward_judged_as_unknown(name: str, case_text: str):
+    """The kernel ``name``'s softmax backward on the recipe ``case_text`` (on CUDA), judged as a kernel of unknown
+    construction: a verdict whose ``ok`` says whether every element is within the bound of a correct one."""
+    from harness.judge import judge_softmax, unknown_construction
+    from harness.replay import parse_case
+    from specs.operations import SOFTMAX_BACKWARD
+
+    call = parse_case(case_text).call(SOFTMAX_BACKWARD, "cuda", "cuda")
+    kernel = resolve(name)
+    return judge_softmax(unknown_construction(kernel), call, kernel.run(call), replay=case_text)
+
+
+ON_A_GPU_WITH_TORCH_2_11 = pytest.mark.skipif(
+    not torch.cuda.is_available() or not torch.__version__.startswith("2.11."),
+    reason=f"the finding is about torch 2.11 on a GPU (here: {torch.__version__}, "
+           f"{'a' if torch.cuda.is_available() else 'no'} GPU)")
+@ON_A_GPU_WITH_TORCH_2_11
+@pytest.mark.parametrize("case", [  # docs/findings/softmax-backward.md 1: the wrong sign in fp16, 8.4 ULP in bf16
+    "Case((15,), 0, torch.float16, Values('zeros'), Layout((0,), (1,), pad=3), seed=11108, "
+    "grad=Values('far-above', 1e6))",
+    "Case((257, 2), 0, torch.bfloat16, Values('zeros'), Layout((0, 1), (1, 1), pad=3), seed=10308, "
+    "grad=Values('normal', 4.0))"], ids=["float16", "bfloat16"])
+@pytest.mark.xfail(strict=True, reason="docs/findings/softmax-backward.md 1: products rounded to the input dtype")
+def test_torch_2_11_cuda_softmax_backward_of_half_inputs_is_within_a_correct_constructions_bound(case):
+    assert backward_judged_as_unknown("torch", case).ok
+
+
+@pytest.mark.skipif(LIGER_VERSION != "0.8.5" or not torch.cuda.is_available(),
+                    reason=f"the finding is about liger-kernel 0.8.5 on a GPU (here: {LIGER_VERSION})")
+@pytest.mark.parametrize("case", [
+    "Case((31,), 0, torch.float16, Values('uniform'), Layout((0,), (1,), pad=3), seed=11201, "
+    "grad=Values('dominant', 50.0))",
+    "Case((1025,), 0, torch.bfloat16, Values('zeros'), Layout((0,), (1,), pad=3), seed=10408, "
+    "grad=Values('uniform', 30.0))"], ids=["float16", "bfloat16"])
+@pytest.mark.xfail(strict=True, reason="docs/findings/softmax-backward.md 2: grad * y in the input dtype")
+def test_liger_0_8_5_softmax_backward_of_half_inputs_is_within_a_correct_constructions_bound(case):
+    assert backward_judged_as_unknown("liger", case).ok
+
+
+@flag_gems_5_0_2_on_a_gpu
+@pytest.mark.parametrize("case", [
+    "Case((32, 2), 0, torch.float32, Values('equal'), Layout((1, 0), (1, 1)), seed=12202, grad=Values('underflow'))",
+    "Case((2, 1), 1, torch.float16, Values('uniform'), Layout((0, 1), (1, 1), pad=3), seed=11001, "
+    "grad=Values('equal'))"], ids=["transposed", "padded"])
+@pytest.mark.xfail(strict=True, reason="docs/findings/softmax-backward.md 3: a non-contiguous output read as contiguous")
+def test_flag_gems_5_0_2_softmax_backward_of_a_non_contiguous_output_is_right(case):
+    assert backward_judged_as_unknown("flag_gems", case).ok

@@ -53,6 +53,13 @@ def store_probe(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
     tl.store(y_ptr + offsets, tl.load(x_ptr + offsets, mask=mask), mask=mask)  # fp32 -> y's dtype
 
 
+@triton.jit
+def load_probe(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    tl.store(y_ptr + offsets, tl.load(x_ptr + offsets, mask=mask).to(tl.float32), mask=mask)  # x's dtype -> fp32
+
+
 @dataclass(frozen=True)
 class Construction:
     """How one plain construction computes softmax's steps on the device, and the profile it declares: each
@@ -62,6 +69,7 @@ class Construction:
     exp: Callable[[torch.Tensor], np.ndarray]
     divide: Callable[[torch.Tensor, torch.Tensor], np.ndarray]
     convert: Callable[[torch.Tensor, torch.dtype], np.ndarray]  # fp32 -> a narrower dtype
+    load: Callable[[torch.Tensor], np.ndarray]  # a narrower dtype -> fp32
 
 
 def triton_construction(backend) -> Construction:
@@ -72,7 +80,8 @@ def triton_construction(backend) -> Construction:
         return out.cpu().double().numpy()
 
     return Construction(TRITON_ARITHMETIC[backend.name], lambda d: run(exp_probe, torch.float32, d),
-                        lambda a, b: run(div_probe, torch.float32, a, b), lambda x, dtype: run(store_probe, dtype, x))
+                        lambda a, b: run(div_probe, torch.float32, a, b), lambda x, dtype: run(store_probe, dtype, x),
+                        lambda x: run(load_probe, torch.float32, x))
 
 
 def torch_construction(backend) -> Construction:
@@ -80,7 +89,7 @@ def torch_construction(backend) -> Construction:
         return lambda *args: step(*(a.to(backend.device) if isinstance(a, torch.Tensor) else a for a in args)).cpu().double().numpy()
 
     return Construction(TORCH_ARITHMETIC[backend.name], on_device(torch.exp), on_device(torch.div),
-                        on_device(lambda x, dtype: x.to(dtype)))
+                        on_device(lambda x, dtype: x.to(dtype)), on_device(torch.Tensor.float))
 
 
 @pytest.fixture(params=["triton", "torch"])
@@ -205,6 +214,23 @@ def test_downcast_within_profile(construction, dtype, note):
         assert np.all(np.abs(got[~normal]) < fmt.min_normal)
     else:
         assert np.all(error[~normal] <= allowed)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+def test_upcast_within_profile(construction, dtype):
+    """A narrower dtype's values convert to fp32 exactly (every one is an fp32 value), subnormals too unless the
+    profile says they may load as anything below the smallest normal."""
+    fmt = format_of(dtype)
+    g = generator(5)
+    x = torch.cat([torch.randn(1 << 12, generator=g),
+                   (torch.rand(1 << 12, generator=g) * 2 - 1) * fmt.min_normal]).to(dtype)  # normal, then subnormal
+    got, exact = construction.load(x), x.double().numpy()
+    normal = np.abs(exact) >= fmt.min_normal
+    assert np.array_equal(got[normal], exact[normal])
+    if dtype in construction.arithmetic.subnormal_upcast_unreliable:
+        assert np.all(np.abs(got[~normal]) < fmt.min_normal)
+    else:
+        assert np.array_equal(got[~normal], exact[~normal])
 
 
 @triton.jit

@@ -1,0 +1,122 @@
+r"""Correctly rounded softmax backward: grad_x_j = y_j (g_j - sum_i g_i y_i) of the floats a kernel is given.
+
+A softmax backward kernel (torch's ``_softmax_backward_data(grad_output, output, dim, input_dtype)``,
+Liger-Kernel's and FlagGems' softmax backward) receives the forward's output y and the gradient of the
+loss with respect to it, g, both in one format, and returns the gradient with respect to the logits.
+The oracle's result is that of the given floats, exactly, rounded once to the output format: what the
+forward computed to make y is not the backward's business.
+
+Every value is a dyadic rational, so the result is too, and it can be had exactly:
+
+* a product g_i y_i of two fp32 (bf16, fp16) values has at most 48 significant bits, and its exponent
+  lies within float64's normal range (2^-298 to 2^256): the products are exact in float64;
+* their sum S is enclosed as S_hi + r, with S_hi = fsum(p) and r = fsum(p, -S_hi), both correctly
+  rounded (math.fsum), so |S - S_hi - r| <= u |r| (u = 2^-53);
+* g_j - S_hi = a_j + t_j exactly (Knuth's TwoSum), then d_j = fl(a_j + fl(t_j - r)) errs from
+  g_j - S by at most u |d_j| + u |t_j - r| + 2u |r|; z_j = fl(y_j d_j) by u |z_j| more, plus y_j times
+  the error of d_j.
+
+Each result is enclosed in [z - E, z + E], widened by a float64 step; where both ends round to the same
+value of the output format that value is the correctly rounded result (tier 1).  Near-total
+cancellation (g_j within a few float64 ulps of S, as for a constant gradient, whose exact result is
+c y_j (1 - sum y), and is exactly 0 when the y sum to 1 exactly) leaves the enclosure across a rounding
+boundary: those elements are decided with integers (tier 2): S as one integer times a power of two, the
+difference and the product exact, rounded once (:func:`oracles.formats.round_dyadic`).  Exact zeros are
++0, as IEEE arithmetic gives y (g - S) for g = S.
+
+Only finite inputs have a result here (a NaN or an infinity among them: ValueError naming it):
+what a backward kernel returns for those is not yet defined by the suite's special-value rules.
+float64 inputs are refused (TypeError): their products are not exact in float64.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+from .call import Call
+from .correctly_rounded import OracleResult
+from .formats import FP64, Format, format_of, round_dyadic, round_float64, two_sum_error
+from .settings import numpy_defaults
+
+U = 2.0**-53
+EXACT_PRODUCT_BITS = 26  # significand bits of a format whose products, and their sums' terms, float64 holds exactly
+
+
+def _check(name: str, t: torch.Tensor) -> None:
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor; got {type(t).__name__}")
+    fmt = format_of(t.dtype)
+    if fmt.precision > EXACT_PRODUCT_BITS:
+        raise TypeError(f"{name}.dtype must have at most {EXACT_PRODUCT_BITS} significand bits (float32, float16, "
+                        f"bfloat16), so that products are exact in float64; got {t.dtype}")
+
+
+def _dyadic(values: np.ndarray) -> tuple[list[int], list[int]]:
+    """Each float64 as an integer significand and exponent: v = m * 2^e exactly."""
+    fraction, exponent = np.frexp(values)
+    return (np.ldexp(fraction, 53).astype(np.int64).tolist(), (exponent - 53).tolist())
+
+
+def exact_row(y: np.ndarray, g: np.ndarray, wanted: np.ndarray, fmt: Format) -> tuple[np.ndarray, np.ndarray]:
+    """Tier 2 for one row: the results at ``wanted``, rounded to ``fmt`` and to float64, with integers only."""
+    pm, pe = _dyadic(y * g)  # exact products
+    base = min(pe)
+    total = sum(m << (e - base) for m, e in zip(pm, pe))  # S = total * 2^base exactly
+    columns = np.flatnonzero(wanted)
+    (ym, ye), (gm, ge) = _dyadic(y[columns]), _dyadic(g[columns])
+    rounded, exact = np.empty(columns.size), np.empty(columns.size)
+    for k in range(columns.size):
+        low = min(base, ge[k])
+        difference = (gm[k] << (ge[k] - low)) - (total << (base - low))  # g_j - S = difference * 2^low
+        rounded[k] = round_dyadic(ym[k] * difference, ye[k] + low, fmt)
+        exact[k] = round_dyadic(ym[k] * difference, ye[k] + low, FP64)
+    return rounded, exact
+
+
+@numpy_defaults
+def backward_rows(y: np.ndarray, g: np.ndarray, fmt: Format) -> OracleResult:
+    """Correctly rounded y_j (g_j - sum_i g_i y_i) for each row (last axis) of float64 ``y`` and ``g``, whose
+    values are those of a format of at most EXACT_PRODUCT_BITS bits."""
+    products = y * g
+    s_hi = np.array([math.fsum(row.tolist()) for row in products]).reshape(-1, 1)
+    r = np.array([math.fsum([*row.tolist(), -s]) for row, s in zip(products, s_hi[:, 0].tolist())]).reshape(-1, 1)
+    a = g - s_hi
+    t = two_sum_error(g, -s_hi, a)
+    tr = t - r
+    d = a + tr
+    z = y * d
+    error = (U * np.abs(z) + np.abs(y) * (U * np.abs(d) + U * np.abs(tr) + 2 * U * np.abs(r))) * (1 + 2.0**-20)
+    lo = np.nextafter(z - error, -np.inf)
+    hi = np.nextafter(z + error, np.inf)
+    rounded, upper = round_float64(lo, fmt), round_float64(hi, fmt)
+    decided = rounded == upper  # -0 == +0: a result that rounds to zero either way is decided
+    rounded = rounded + 0.0  # exact zeros, and results too small for the format, are +0
+    escalated = 0
+    for i in np.flatnonzero(~decided.all(axis=-1)):
+        undecided = ~decided[i]
+        escalated += int(undecided.sum())
+        rounded[i, undecided], z[i, undecided] = exact_row(y[i], g[i], undecided, fmt)
+    return OracleResult(rounded, z, escalated)
+
+
+@numpy_defaults
+def softmax_backward(call: Call) -> OracleResult:
+    """The oracle for a softmax backward ``call``: ``call.x`` is the forward's output y, ``call.grad`` the gradient
+    g of the same shape and dtype.  Results are laid out as rows (``movedim(dim, -1)`` flattened to 2-D), rounded
+    to the call's output dtype."""
+    y, g, dim = call.x, call.grad, call.dim
+    _check("y", y)
+    _check("grad", g)
+    if g.shape != y.shape or g.dtype != y.dtype:
+        raise ValueError(f"grad must have y's shape {tuple(y.shape)} and dtype {y.dtype}; got {tuple(g.shape)} {g.dtype}")
+    if y.dim() == 0:
+        raise ValueError("y must have at least one dimension (softmax runs along one)")
+    rows = [t.detach().to("cpu", torch.float64).movedim(dim, -1) for t in (y, g)]
+    y_rows, g_rows = (t.reshape(math.prod(t.shape[:-1]), t.shape[-1]).numpy() for t in rows)
+    for name, values in (("y", y_rows), ("grad", g_rows)):
+        if not np.isfinite(values).all():
+            raise ValueError(f"{name} must be finite: the result of a NaN or an infinity is not defined here")
+    return backward_rows(y_rows, g_rows, format_of(call.result_dtype))

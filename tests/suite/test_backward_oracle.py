@@ -1,0 +1,160 @@
+"""The softmax backward's oracle agrees with mpmath's exact arithmetic, and its bound holds torch and catches a
+half-precision dot product, at random rows and at the rows where a backward cancels."""
+
+import math
+
+import mpmath
+import numpy as np
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+from oracles import backward
+from oracles.backward import backward_rows, exact_row
+from oracles.bounds import PrecisionProfile, softmax_backward_bound
+from oracles.call import Call
+from oracles.formats import BF16, FP16, FP32, FP64, Format, round_float64, round_mpf, ulp
+from oracles.profiles import ORDER_FREE, TORCH_CPU, TORCH_CUDA
+from oracles.ulp import fractional_ulp_error
+from specs.operations import SOFTMAX_BACKWARD
+from specs.registry import unknown_profile
+
+FORMATS = [FP32, FP16, BF16]
+EXACT = mpmath.MPContext()
+EXACT.prec = 4000  # beyond every bit a sum of products of fp32 values can hold (2^256 down to 2^-350)
+
+
+def mpmath_backward(y: np.ndarray, g: np.ndarray, fmt: Format) -> tuple[np.ndarray, np.ndarray]:
+    """y_j (g_j - sum g y) of each row, with mpmath at 4000 bits (exact here), rounded to ``fmt`` and to float64."""
+    rounded, exact = np.empty_like(y), np.empty_like(y)
+    for i in range(y.shape[0]):
+        total = EXACT.fsum(EXACT.mpf(a) * EXACT.mpf(b) for a, b in zip(y[i].tolist(), g[i].tolist()))
+        for j in range(y.shape[1]):
+            z = EXACT.mpf(y[i, j]) * (EXACT.mpf(g[i, j]) - total)
+            assert z == 0 or EXACT.mpf(z) == z  # nothing rounded: the precision holds every bit
+            rounded[i, j], exact[i, j] = round_mpf(z, fmt) + 0.0, round_mpf(z, FP64) + 0.0
+    return rounded, exact
+
+
+def softmax_outputs(x: np.ndarray, fmt: Format) -> np.ndarray:
+    """A forward's output, as a backward receives it: softmax rounded to ``fmt``."""
+    return round_float64(torch.softmax(torch.from_numpy(x), -1).numpy(), fmt)
+
+
+def assert_agree(y: np.ndarray, g: np.ndarray, fmt: Format) -> backward.OracleResult:
+    fast = backward_rows(y, g, fmt)
+    slow, slow_exact = mpmath_backward(y, g, fmt)
+    same = (fast.rounded == slow) & (np.signbit(fast.rounded) == np.signbit(slow))
+    assert same.all(), f"{int((~same).sum())} differ, first at {np.argwhere(~same)[0].tolist()}"
+    drift = np.abs(fast.exact - slow_exact) / ulp(slow_exact, fmt)
+    assert drift.max(initial=0) <= 2.0**-20  # exact values serve fractional errors: right to a tiny part of an ulp
+    return fast
+
+
+@pytest.mark.parametrize("fmt", FORMATS, ids=str)
+@given(data=st.data())
+def test_agrees_with_mpmath_on_random_rows(fmt, data):
+    rows, n = data.draw(st.tuples(st.integers(1, 3), st.integers(1, 40)), label="shape")
+    logit_scale = data.draw(st.sampled_from([1e-3, 1.0, 30.0, 300.0]), label="logit scale")
+    grad_scale = data.draw(st.sampled_from([1e-30, 1e-3, 1.0, 1e4, 1e30]), label="grad scale")
+    seed = data.draw(st.integers(0, 2**32 - 1), label="seed")
+    generator = np.random.default_rng(seed)
+    y = softmax_outputs(generator.standard_normal((rows, n)) * logit_scale, fmt)
+    g = round_float64(generator.standard_normal((rows, n)) * min(grad_scale, fmt.max_finite / 4), fmt)
+    assert_agree(y, g, fmt)
+
+
+@pytest.mark.parametrize("fmt", FORMATS, ids=str)
+@pytest.mark.parametrize("ulps_apart", [0, 1, 4])
+def test_agrees_with_mpmath_where_the_gradient_is_near_constant(fmt, ulps_apart):
+    """g_j = c plus a few ulps of c: g_j - sum g y cancels to c (1 - sum y) plus the ulps, far below c."""
+    generator = np.random.default_rng(ulps_apart)
+    y = softmax_outputs(generator.standard_normal((6, 33)) * 3, fmt)
+    c = np.array([[1.0], [-3.0], [1e3], [0.1], [7.0], [-1e-3]])
+    steps = generator.integers(-ulps_apart, ulps_apart + 1, size=y.shape)
+    g = round_float64(c + steps * ulp(c, fmt), fmt)
+    result = assert_agree(y, g, fmt)
+    products = np.sum(np.abs(y * g), axis=-1, keepdims=True)
+    # The rows do cancel: each result is a few ulps of c, not a multiple of c.
+    assert (np.abs(result.exact) <= (ulps_apart + 1) * 40 * fmt.unit_roundoff * np.abs(y) * products).all()
+
+
+def test_a_result_on_a_rounding_midpoint_is_decided_exactly_with_integers():
+    """y = [1/2, 1/2], g = [1, -2^-8]: z = +-(1 + 2^-8) / 4, halfway between two bf16 values, is out of reach of
+    float64 enclosures (tier 1) and rounds to even (1/4) with integers (tier 2)."""
+    y, g = np.array([[0.5, 0.5]]), np.array([[1.0, -2.0**-8]])
+    result = backward_rows(y, g, BF16)
+    assert result.escalated == 2
+    assert result.rounded.tolist() == [[0.25, -0.25]]
+    assert result.exact.tolist() == [[(1 + 2.0**-8) / 4, -(1 + 2.0**-8) / 4]]
+
+
+@pytest.mark.parametrize("fmt", FORMATS, ids=str)
+def test_the_integer_tier_agrees_with_mpmath_on_every_element(fmt):
+    generator = np.random.default_rng(7)
+    y = softmax_outputs(generator.standard_normal((3, 50)) * 5, fmt)
+    g = round_float64(np.concatenate([generator.standard_normal((2, 50)), np.full((1, 50), 2.5)]), fmt)
+    slow, slow_exact = mpmath_backward(y, g, fmt)
+    for i in range(3):
+        rounded, exact = exact_row(y[i], g[i], np.ones(50, dtype=bool), fmt)
+        assert rounded.tolist() == slow[i].tolist() and exact.tolist() == slow_exact[i].tolist()
+
+
+def test_an_exact_zero_is_plus_zero():
+    """y summing to 1 exactly and a constant g: every y_j (g_j - S) is 0 exactly."""
+    result = backward_rows(np.array([[0.5, 0.25, 0.25]]), np.array([[3.0, 3.0, 3.0]]), FP32)
+    assert result.rounded.tolist() == [[0.0, 0.0, 0.0]] and not np.signbit(result.rounded).any()
+
+
+def test_inputs_it_cannot_decide_exactly_are_refused():
+    y = torch.softmax(torch.randn(2, 5, dtype=torch.float64), -1)
+    with pytest.raises(TypeError, match="y.dtype must have at most 26 significand bits"):
+        backward.softmax_backward(Call(y, -1, SOFTMAX_BACKWARD, "cpu", grad=torch.randn(2, 5, dtype=torch.float64)))
+    grad = torch.randn(2, 5)
+    grad[1, 2] = math.nan
+    with pytest.raises(ValueError, match="grad must be finite"):
+        backward.softmax_backward(Call(y.float(), -1, SOFTMAX_BACKWARD, "cpu", grad=grad))
+
+
+def half_dot_backward(y: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
+    """A backward whose dot product is accumulated in bf16: a planted bug the bound must catch."""
+    total = torch.zeros(y.shape[0], 1, dtype=torch.bfloat16)
+    for i in range(y.shape[1]):
+        total = (total.float() + (g[:, i:i + 1] * y[:, i:i + 1]).float()).bfloat16()
+    return (y.float() * (g.float() - total.float())).to(y.dtype)
+
+
+@pytest.mark.parametrize("fmt", FORMATS, ids=str)
+def test_the_bound_holds_torch_and_catches_a_bf16_dot_product(fmt):
+    generator = np.random.default_rng(3)
+    y = torch.from_numpy(softmax_outputs(generator.standard_normal((16, 300)) * 2, fmt)).to(fmt.dtype)
+    g = torch.from_numpy(generator.standard_normal((16, 300)) + 2).to(fmt.dtype)
+    oracle = backward_rows(y.double().numpy(), g.double().numpy(), fmt)
+    call = Call(y, -1, SOFTMAX_BACKWARD, "cpu", grad=g)
+    for profile in (PrecisionProfile(TORCH_CPU, ORDER_FREE), unknown_profile(call)):
+        bound = softmax_backward_bound(y.double().numpy(), g.double().numpy(), oracle.exact, fmt, profile)
+        for result, within in ((torch._softmax_backward_data(g, y, -1, y.dtype), True),
+                               (half_dot_backward(y, g), False)):
+            error = fractional_ulp_error(result.double().numpy(), oracle.exact, fmt)
+            assert (error <= bound).all() == within, (profile.name, float((error / bound).max()))
+
+
+def products_in_input_dtype(y: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
+    """torch's CUDA softmax backward, emulated: tmp = grad * y as a tensor of the input dtype, then
+    tmp - y * sum(tmp) in fp32 (softmax_backward_cuda_out in aten/src/ATen/native/cuda/SoftMax.cu)."""
+    tmp = (g * y).float()  # a half tensor's product: rounded to the half format
+    return (tmp - y.float() * tmp.sum(-1, keepdim=True)).to(y.dtype)
+
+
+@pytest.mark.parametrize("fmt", [FP16, BF16], ids=str)
+def test_torch_cuda_products_in_the_input_dtype_are_within_its_profile_and_beyond_a_correct_construction(fmt):
+    generator = np.random.default_rng(11)
+    y = torch.from_numpy(softmax_outputs(generator.standard_normal((16, 64)) * 2, fmt)).to(fmt.dtype)
+    g = torch.from_numpy(generator.standard_normal((16, 64)) + 30).to(fmt.dtype)  # near constant: it cancels
+    oracle = backward_rows(y.double().numpy(), g.double().numpy(), fmt)
+    error = fractional_ulp_error(products_in_input_dtype(y, g).double().numpy(), oracle.exact, fmt)
+    call = Call(y, -1, SOFTMAX_BACKWARD, "cuda", grad=g)
+    for profile, within in ((PrecisionProfile(TORCH_CUDA, ORDER_FREE), True), (unknown_profile(call), False)):
+        bound = softmax_backward_bound(y.double().numpy(), g.double().numpy(), oracle.exact, fmt, profile)
+        assert (error <= bound).all() == within, (profile.name, float((error / bound).max()))
