@@ -20,7 +20,8 @@ import pytest
 import torch
 
 from oracles import backward, correctly_rounded, semantics
-from oracles.bounds import PrecisionProfile, log_softmax_bound, softmax_backward_bound, softmax_bound
+from oracles.bounds import (PrecisionProfile, log_softmax_backward_bound, log_softmax_bound, softmax_backward_bound,
+                            softmax_bound)
 from oracles.call import Call
 from oracles.correctly_rounded import OracleResult
 from oracles.formats import Format, format_of
@@ -125,7 +126,7 @@ def bounds(call: Call, oracle: OracleResult, fmt: Format, profile: PrecisionProf
     """The derived bound of each element of ``call``'s result (rows), by its operation (:mod:`oracles.bounds`)."""
     if call.operation.backward:
         y, grad = (as_rows(t, call.dim).double().numpy() for t in (call.x, call.grad))
-        return softmax_backward_bound(y, grad, oracle.exact, fmt, profile)
+        return (log_softmax_backward_bound if call.log else softmax_backward_bound)(y, grad, oracle.exact, fmt, profile)
     bound = log_softmax_bound if call.log else softmax_bound
     return bound(as_rows(call.logits, call.dim).double().numpy(), oracle.exact, fmt, profile)
 

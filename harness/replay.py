@@ -118,6 +118,7 @@ def _field_rules(recipes: dict[str, type], dtypes: dict[str, object]):
             "seed": (_is_seed, "an int in [0, 2**64)"),
             "seam": (_instance_of(recipes["Seam"], optional=True), "a Seam(...) or None"),
             "grad": (_instance_of(recipes["Values"], optional=True), "a Values(...) or None"),
+            "grad_layout": (_instance_of(recipes["Layout"], optional=True), "a Layout(...) or None"),
         },
         "Values": {"kind": (_is_str, "a value class's name"), "scale": (_is_number, "a number")},
         "Layout": {"order": ints, "steps": ints, "pad": (_is_int, "an int"), "offset": (_is_int, "an int"),
@@ -318,7 +319,7 @@ def replayed(kernel, case, call, backend) -> int:
 
     say(f"{kernel.name}, {call.operation.name} on {backend.name} ({backend.device_name}): "
         f"{describe_input(call.x, call.dim)}")
-    refusal = kernel.capabilities.refusal(call.x, call.dim)
+    refusal = kernel.capabilities.call_refusal(call)
     try:
         y = kernel.run(call)
     except (ContractBroken, KernelHang) as error:  # it changed its input, reused an output, hung, raised inside

@@ -52,7 +52,9 @@ from specs.registry import Capabilities
 
 from .seams import PLACEMENTS, Seam, tiles
 
-SAFE_SOFTMAX = Operation(name="masked_softmax", masked=True)  # the forward whose output a backward case takes
+# The forwards whose outputs a backward case takes: the softmax's (safe: a row of -inf gives zeros), the log_softmax's.
+SAFE_SOFTMAX = Operation(name="masked_softmax", masked=True)
+LOG_SOFTMAX_FORWARD = Operation(name="log_softmax", log=True)
 GRAD_SEED = 0x9E3779B9  # mixed into a case's seed for its gradient's values, drawn apart from its logits'
 
 PRIMES = (2, 3, 5, 7, 13, 31, 61, 127, 251, 509, 1021, 2039, 4093, 8191, 16381, 32749, 65521)
@@ -620,7 +622,8 @@ class Case:
     mask: Mask | None = None
     seed: int = 0
     seam: Seam | None = None  # special values at tile seams, placed after the specials
-    grad: Values | None = None  # a backward's gradient with respect to the softmax's output, in x's layout
+    grad: Values | None = None  # a backward's gradient with respect to the softmax's output
+    grad_layout: Layout | None = None  # the gradient's own layout (autograd hands kernels any); None: x's
 
     def make(self, device="cpu") -> tuple[torch.Tensor, torch.Tensor | None]:
         g = torch.Generator().manual_seed(self.seed)
@@ -633,26 +636,36 @@ class Case:
 
     def call(self, op: Operation, backend: str, device="cpu") -> Call:
         """The call of ``op`` on this case's input on ``backend``.  A backward's input is the forward's output: the
-        correctly rounded (safe: a row of -inf gives zeros) softmax of the logits, in their layout, with the values
-        of ``grad``, halved, in the same layout."""
+        correctly rounded softmax (safe: a row of -inf gives zeros) or log_softmax of the logits, in their layout,
+        with the values of ``grad``, scaled down so that nothing overflows, in ``grad_layout`` (or the same)."""
         x, keep = self.make(device)
         if not op.backward:
             return Call(x, self.dim, op, backend, keep)
         if self.grad is None:
             raise ValueError(f"Case.grad: {op.name} takes a gradient; the case has none")
-        everything = torch.ones(x.shape, dtype=torch.bool)
-        forward = correctly_rounded.softmax(Call(x.cpu(), self.dim, SAFE_SOFTMAX, backend, everything)).rounded
+        forward_call = (Call(x.cpu(), self.dim, LOG_SOFTMAX_FORWARD, backend) if op.log else
+                        Call(x.cpu(), self.dim, SAFE_SOFTMAX, backend, torch.ones(x.shape, dtype=torch.bool)))
+        forward = correctly_rounded.softmax(forward_call).rounded
         moved = torch.from_numpy(forward).reshape(x.cpu().movedim(self.dim, -1).shape).movedim(-1, self.dim)
         g = torch.Generator().manual_seed(self.seed ^ GRAD_SEED)
-        # Halved (before rounding to the dtype), so that no g_j - S, at most twice the largest |g|, overflows.
-        grad = (VALUE_CLASSES[self.grad.kind].make(self.grad.scale, self.shape, self.dtype, self.dim, g) / 2).to(self.dtype)
-        return Call(self.place(moved.to(self.dtype), device), self.dim, op, backend, grad=self.place(grad, device))
+        # Scaled down by a power of two (before rounding to the dtype), so that nothing a backward computes overflows:
+        # halved for the softmax's, whose g_j - sum g y is at most twice the largest |g|; for the log_softmax's, whose
+        # sum g counts every entry, by the next power of two at least twice the row's length.
+        scale = 2 * (1 << max(self.row_length - 1, 0).bit_length()) if op.log else 2
+        grad = (VALUE_CLASSES[self.grad.kind].make(self.grad.scale, self.shape, self.dtype, self.dim, g) / scale).to(
+            self.dtype)
+        grad_layout = self.grad_layout or self.layout or self.packed
+        return Call(self.place(moved.to(self.dtype), device), self.dim, op, backend, grad=grad_layout.view(grad, device))
 
     def place(self, values: torch.Tensor, device="cpu") -> torch.Tensor:
         """``values`` (of this case's shape) in this case's layout on ``device``: same strides and offset, so
         that a kernel compiled for one sees the other alike (Triton specialises on alignment)."""
-        layout = self.layout or Layout(tuple(range(len(self.shape))), (1,) * len(self.shape))
-        return layout.view(values, device)
+        return (self.layout or self.packed).view(values, device)
+
+    @property
+    def packed(self) -> Layout:
+        """The layout of a case without one: contiguous, no padding or offset."""
+        return Layout(tuple(range(len(self.shape))), (1,) * len(self.shape))
 
     @property
     def layout_kind(self) -> str:
@@ -732,4 +745,6 @@ def cases(draw, capabilities: Capabilities, backend: str, *, dtypes=None, masked
         seed=draw(st.integers(0, 2**32 - 1)),
         seam=seam,
         grad=draw(value_classes()) if backward else None,
+        grad_layout=draw(layouts(len(shape), dim, unit_row_stride=capabilities.unit_row_stride,
+                                 expandable=not capabilities.in_place)) if backward else None,
     )

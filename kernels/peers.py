@@ -4,12 +4,13 @@
   backward: the last dim of any shape, fp32/fp16/bf16, rows of 1 to 65536
   elements (version 0.8.5 has one block per row and nothing beyond, and fails
   on rows of length zero).
-* ``flag_gems``: FlagGems' softmax, log_softmax and softmax backward
+* ``flag_gems``: FlagGems' softmax, log_softmax and their backwards
   (``flag_gems.ops``): any dim, fp32/fp16/bf16, and fp32 output of half input
   (``half_to_float``).
-* ``inductor``: ``torch.compile(torch.softmax / torch.log_softmax /
-  torch._softmax_backward_data, dynamic=True)``: the Triton kernels Inductor
-  generates on GPUs.
+* ``inductor``: ``torch.compile`` (``dynamic=True``) of torch.softmax,
+  torch.log_softmax and their backwards (``torch._softmax_backward_data``,
+  ``torch._log_softmax_backward_data``): the Triton kernels Inductor generates
+  on GPUs.
 * ``quack``: QuACK's softmax (``quack.softmax``, quack-kernels 0.6.5), written
   in NVIDIA's CuTe DSL for Hopper and Blackwell, not Triton: the last dim,
   fp32/fp16/bf16, rows of up to 2^18 elements, on NVIDIA GPUs only.
@@ -84,6 +85,11 @@ def flag_gems_softmax_backward(grad: torch.Tensor, y: torch.Tensor, dim: int) ->
     return importlib.import_module("flag_gems.ops").softmax_backward(grad, y, dim, y.dtype)
 
 
+def flag_gems_log_softmax_backward(grad: torch.Tensor, y: torch.Tensor, dim: int) -> torch.Tensor:
+    FLAG_GEMS.check_backward(grad, y, dim)
+    return importlib.import_module("flag_gems.ops").log_softmax_backward(grad, y, dim, y.dtype)
+
+
 # ---------------------------------------------------------------------------- Inductor
 
 INDUCTOR = InputLimits(dtypes=FLOATING)
@@ -111,9 +117,18 @@ def softmax_backward_data(grad: torch.Tensor, y: torch.Tensor, dim: int) -> torc
     return torch._softmax_backward_data(grad, y, dim, y.dtype)
 
 
+def log_softmax_backward_data(grad: torch.Tensor, y: torch.Tensor, dim: int) -> torch.Tensor:
+    return torch._log_softmax_backward_data(grad, y, dim, y.dtype)
+
+
 def inductor_softmax_backward(grad: torch.Tensor, y: torch.Tensor, dim: int) -> torch.Tensor:
     INDUCTOR.check_backward(grad, y, dim)
     return compiled(softmax_backward_data)(grad, y, dim)
+
+
+def inductor_log_softmax_backward(grad: torch.Tensor, y: torch.Tensor, dim: int) -> torch.Tensor:
+    INDUCTOR.check_backward(grad, y, dim)
+    return compiled(log_softmax_backward_data)(grad, y, dim)
 
 
 # ---------------------------------------------------------------------------- QuACK

@@ -8,7 +8,8 @@ interpreter truncates its own fp32 -> bf16 conversion, which would hide a kernel
 that truncates (one of the mutants) on the CPU.
 
 Its backward (:func:`softmax_backward`) computes y * (grad - sum(grad * y)) per row in fp32, the row in one
-block, from the forward's output and the gradient with respect to it.
+block, from the forward's output and the gradient with respect to it; :func:`log_softmax_backward` computes
+grad - exp(y) * sum(grad) from a log_softmax's output.
 
 ``MUTATION`` plants one known bug at a time, in the forward or the backward (:mod:`specs.mutants`).  With
 ``MUTATION = CORRECT`` every switch below compiles away and the kernel is
@@ -55,8 +56,13 @@ BACKWARD_BF16_DOT = tl.constexpr(24)
 BACKWARD_SUM_OF_GRAD = tl.constexpr(25)
 BACKWARD_DOT_MISSES_LAST = tl.constexpr(26)
 BACKWARD_DIFFERENCE_IN_INPUT_DTYPE = tl.constexpr(27)
-BACKWARD_MUTATIONS = frozenset(code.value for code in (BACKWARD_BF16_DOT, BACKWARD_SUM_OF_GRAD, BACKWARD_DOT_MISSES_LAST,
-                                                        BACKWARD_DIFFERENCE_IN_INPUT_DTYPE))
+LOG_BACKWARD_SOFTMAX_DOT = tl.constexpr(28)
+LOG_BACKWARD_Y_FOR_EXP = tl.constexpr(29)
+LOG_BACKWARD_EXP_IN_INPUT_DTYPE = tl.constexpr(30)
+BACKWARD_GRAD_WITH_Y_STRIDES = tl.constexpr(31)
+BACKWARD_MUTATIONS = frozenset(code.value for code in (
+    BACKWARD_BF16_DOT, BACKWARD_SUM_OF_GRAD, BACKWARD_DOT_MISSES_LAST, BACKWARD_DIFFERENCE_IN_INPUT_DTYPE,
+    LOG_BACKWARD_SOFTMAX_DOT, LOG_BACKWARD_Y_FOR_EXP, LOG_BACKWARD_EXP_IN_INPUT_DTYPE, BACKWARD_GRAD_WITH_Y_STRIDES))
 
 WRAP = tl.constexpr(1 << 14)  # offsets wrap here instead of at 2^31, so that CPU-sized inputs show the bug
 ROW_WRAP = tl.constexpr(1 << 8)  # a narrow row index wraps here (standing for 2^16), within CPU-sized inputs
@@ -158,32 +164,53 @@ def rowwise_softmax_kernel(y_ptr, x_ptr, n_rows, n_cols, x_row_stride, x_col_str
                                "dx_row_stride", "dx_col_stride"])
 def rowwise_softmax_backward_kernel(dx_ptr, g_ptr, y_ptr, n_rows, n_cols, g_row_stride, g_col_stride, y_row_stride,
                                     y_col_stride, dx_row_stride, dx_col_stride, BLOCK: tl.constexpr,
-                                    MUTATION: tl.constexpr):
-    """dx = y * (g - sum(g * y)) per row, in fp32, the row in one block."""
+                                    LOG: tl.constexpr, MUTATION: tl.constexpr):
+    """dx = y * (g - sum(g * y)) per row (LOG: dx = g - exp(y) * sum(g), y a log_softmax), in fp32, the row in one
+    block."""
     cols = tl.arange(0, BLOCK)
     wide_cols = cols.to(tl.int64)
     mask = cols < n_cols
     for row in tl.range(tl.program_id(0), n_rows, tl.num_programs(0)):
         row = row + tl.zeros([1], tl.int64)
-        g = tl.load(g_ptr + row * g_row_stride + wide_cols * g_col_stride, mask=mask, other=0.0).to(tl.float32)
+        g_offsets = row * g_row_stride + wide_cols * g_col_stride
+        if MUTATION == BACKWARD_GRAD_WITH_Y_STRIDES:  # as if grad were laid out as y
+            g_offsets = row * y_row_stride + wide_cols * y_col_stride
+        g = tl.load(g_ptr + g_offsets, mask=mask, other=0.0).to(tl.float32)
         y = tl.load(y_ptr + row * y_row_stride + wide_cols * y_col_stride, mask=mask, other=0.0).to(tl.float32)
-        products = g * y
-        if MUTATION == BACKWARD_SUM_OF_GRAD:  # log_softmax's backward sums the gradient alone
-            products = g
-        if MUTATION == BACKWARD_DOT_MISSES_LAST:
-            products = tl.where(cols < n_cols - 1, products, 0.0)
-        dot = tl.sum(products, axis=0)
-        if MUTATION == BACKWARD_BF16_DOT:
-            dot = tl.sum(products.to(tl.bfloat16), axis=0).to(tl.bfloat16).to(tl.float32)
-        difference = g - dot
-        if MUTATION == BACKWARD_DIFFERENCE_IN_INPUT_DTYPE:
-            difference = difference.to(g_ptr.dtype.element_ty).to(tl.float32)
-        dx = y * difference
+        if LOG:
+            e = tl.exp(y)
+            if MUTATION == LOG_BACKWARD_Y_FOR_EXP:
+                e = y
+            if MUTATION == LOG_BACKWARD_EXP_IN_INPUT_DTYPE:
+                e = e.to(g_ptr.dtype.element_ty).to(tl.float32)
+            total = tl.sum(g, axis=0)
+            if MUTATION == LOG_BACKWARD_SOFTMAX_DOT:  # the softmax backward's sum(g * y), with y = exp(log_softmax)
+                total = tl.sum(tl.where(mask, g * e, 0.0), axis=0)
+            dx = g - e * total
+        else:
+            dx = _softmax_backward_row(g, y, cols, n_cols, g_ptr, MUTATION)
         offsets = row * dx_row_stride + wide_cols * dx_col_stride
         if dx_ptr.dtype.element_ty == tl.bfloat16:
             tl.store(dx_ptr + offsets, _to_bfloat16(dx, False), mask=mask)
         else:
             tl.store(dx_ptr + offsets, dx, mask=mask)
+
+
+@triton.jit
+def _softmax_backward_row(g, y, cols, n_cols, g_ptr, MUTATION: tl.constexpr):
+    """y * (g - sum(g * y)) of one row, the padding lanes 0."""
+    products = g * y
+    if MUTATION == BACKWARD_SUM_OF_GRAD:  # log_softmax's backward sums the gradient alone
+        products = g
+    if MUTATION == BACKWARD_DOT_MISSES_LAST:
+        products = tl.where(cols < n_cols - 1, products, 0.0)
+    dot = tl.sum(products, axis=0)
+    if MUTATION == BACKWARD_BF16_DOT:
+        dot = tl.sum(products.to(tl.bfloat16), axis=0).to(tl.bfloat16).to(tl.float32)
+    difference = g - dot
+    if MUTATION == BACKWARD_DIFFERENCE_IN_INPUT_DTYPE:
+        difference = difference.to(g_ptr.dtype.element_ty).to(tl.float32)
+    return y * difference
 
 
 LIMITS = InputLimits(
@@ -227,7 +254,8 @@ def softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
     return launch(x, dim, CORRECT)
 
 
-def launch_backward(grad: torch.Tensor, y: torch.Tensor, dim: int, mutation: tl.constexpr) -> torch.Tensor:
+def launch_backward(grad: torch.Tensor, y: torch.Tensor, dim: int, mutation: tl.constexpr,
+                    log: bool = False) -> torch.Tensor:
     LIMITS.check_backward(grad, y, dim)
     require_triton_device(y)
     n_rows, n_cols = y.shape
@@ -236,7 +264,7 @@ def launch_backward(grad: torch.Tensor, y: torch.Tensor, dim: int, mutation: tl.
         return dx
     rowwise_softmax_backward_kernel[(min(compute_units(y.device), n_rows),)](
         dx, grad, y, n_rows, n_cols, *grad.stride(), *y.stride(), *dx.stride(),
-        BLOCK=triton.next_power_of_2(n_cols), MUTATION=own(mutation, backward=True),
+        BLOCK=triton.next_power_of_2(n_cols), LOG=log, MUTATION=own(mutation, backward=True),
     )
     return dx
 
@@ -252,3 +280,9 @@ def softmax_backward(grad: torch.Tensor, y: torch.Tensor, dim: int = -1) -> torc
     """The logits' gradient from the softmax's output ``y`` and the gradient ``grad`` with respect to it (2-D, any
     strides): y * (grad - sum(grad * y)) per row."""
     return launch_backward(grad, y, dim, CORRECT)
+
+
+def log_softmax_backward(grad: torch.Tensor, y: torch.Tensor, dim: int = -1) -> torch.Tensor:
+    """The logits' gradient from the log_softmax's output ``y`` and the gradient ``grad`` with respect to it (2-D,
+    any strides): grad - exp(y) * sum(grad) per row."""
+    return launch_backward(grad, y, dim, CORRECT, log=True)

@@ -40,3 +40,10 @@ def softmax_backward(grad: torch.Tensor, y: torch.Tensor, dim: int) -> torch.Ten
     the forward's output ``y`` and the gradient ``grad`` with respect to it."""
     LIMITS.check_backward(grad, y, dim)
     return torch._softmax_backward_data(grad, y, dim, y.dtype)
+
+
+def log_softmax_backward(grad: torch.Tensor, y: torch.Tensor, dim: int) -> torch.Tensor:
+    """torch's log_softmax backward (``torch._log_softmax_backward_data``): the logits' gradient from the forward's
+    output ``y`` and the gradient ``grad`` with respect to it."""
+    LIMITS.check_backward(grad, y, dim)
+    return torch._log_softmax_backward_data(grad, y, dim, y.dtype)

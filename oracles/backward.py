@@ -1,4 +1,7 @@
-r"""Correctly rounded softmax backward: grad_x_j = y_j (g_j - sum_i g_i y_i) of the floats a kernel is given.
+r"""Correctly rounded softmax and log_softmax backward of the floats a kernel is given:
+
+* softmax: grad_x_j = y_j (g_j - sum_i g_i y_i), y the forward's softmax;
+* log_softmax: grad_x_j = g_j - exp(y_j) sum_i g_i, y the forward's log_softmax.
 
 A softmax backward kernel (torch's ``_softmax_backward_data(grad_output, output, dim, input_dtype)``,
 Liger-Kernel's and FlagGems' softmax backward) receives the forward's output y and the gradient of the
@@ -24,9 +27,17 @@ boundary: those elements are decided with integers (tier 2): S as one integer ti
 difference and the product exact, rounded once (:func:`oracles.formats.round_dyadic`).  Exact zeros are
 +0, as IEEE arithmetic gives y (g - S) for g = S.
 
-Only finite inputs have a result here (a NaN or an infinity among them: ValueError naming it):
-what a backward kernel returns for those is not yet defined by the suite's special-value rules.
-float64 inputs are refused (TypeError): their products are not exact in float64.
+The log_softmax backward's G = sum_i g_i is enclosed as the fsum pair G_hi + r likewise; exp(y_j) by
+float64's exp, within EXP64_ULPS ulps (the assumption ``tests/suite/test_correctly_rounded.py``
+measures); z_j = fl(g_j - fl(e_j G_hi)) errs by u |z_j| + (u + 2 eps_exp) |e_j G_hi| + e_j |r| (1 +
+eps_exp) and, where exp underflows float64, (EXP64_ULPS + 1) 2^-1074 |G|.  The elements it leaves
+undecided are enclosed with mpmath's interval arithmetic at doubling precision (exp(y_j) is
+transcendental for y_j != 0, so some precision decides; y_j = 0 and G = 0 are exact with integers).
+A y_j of -inf (an entry the forward's exp lost) has exp(y_j) = 0: the result is g_j exactly.
+
+Only finite inputs have a result here (a NaN or an infinity among them, but for that -inf: ValueError
+naming it): what a backward kernel returns for those is not yet defined by the suite's special-value
+rules.  float64 inputs are refused (TypeError): their products are not exact in float64.
 """
 
 from __future__ import annotations
@@ -36,12 +47,17 @@ import math
 import numpy as np
 import torch
 
+from mpmath.libmp import from_man_exp
+
 from .call import Call
-from .correctly_rounded import OracleResult
-from .formats import FP64, Format, format_of, round_dyadic, round_float64, two_sum_error
-from .settings import numpy_defaults
+from .correctly_rounded import EXP64_ULPS, OracleResult
+from .formats import FP64, Format, format_of, round_dyadic, round_float64, round_mpf, two_sum_error
+from .mp_softmax import OracleError, _ends, _interval_precision
+from .settings import IV, MP, numpy_defaults
 
 U = 2.0**-53
+EPS_EXP = EXP64_ULPS * 2.0**-52  # float64's exp, relative to the exact value
+MAX_BITS = 1 << 14  # the interval tier's last precision: reaching it raises, it never guesses
 EXACT_PRODUCT_BITS = 26  # significand bits of a format whose products, and their sums' terms, float64 holds exactly
 
 
@@ -60,11 +76,16 @@ def _dyadic(values: np.ndarray) -> tuple[list[int], list[int]]:
     return (np.ldexp(fraction, 53).astype(np.int64).tolist(), (exponent - 53).tolist())
 
 
+def exact_sum(values: np.ndarray) -> tuple[int, int]:
+    """The exact sum of float64 ``values`` as (m, e): m * 2^e."""
+    mantissas, exponents = _dyadic(values)
+    base = min(exponents, default=0)
+    return sum(m << (e - base) for m, e in zip(mantissas, exponents)), base
+
+
 def exact_row(y: np.ndarray, g: np.ndarray, wanted: np.ndarray, fmt: Format) -> tuple[np.ndarray, np.ndarray]:
     """Tier 2 for one row: the results at ``wanted``, rounded to ``fmt`` and to float64, with integers only."""
-    pm, pe = _dyadic(y * g)  # exact products
-    base = min(pe)
-    total = sum(m << (e - base) for m, e in zip(pm, pe))  # S = total * 2^base exactly
+    total, base = exact_sum(y * g)  # the products are exact: S = total * 2^base exactly
     columns = np.flatnonzero(wanted)
     (ym, ye), (gm, ge) = _dyadic(y[columns]), _dyadic(g[columns])
     rounded, exact = np.empty(columns.size), np.empty(columns.size)
@@ -102,21 +123,76 @@ def backward_rows(y: np.ndarray, g: np.ndarray, fmt: Format) -> OracleResult:
     return OracleResult(rounded, z, escalated)
 
 
+def exact_log_row(y: np.ndarray, g: np.ndarray, wanted: np.ndarray, fmt: Format) -> tuple[np.ndarray, np.ndarray]:
+    """The log_softmax backward's results at ``wanted`` of one row, rounded to ``fmt`` and to float64: exactly with
+    integers where exp(y_j) is 1 or G is 0, else enclosed in mpmath intervals at doubling precision."""
+    man, exp = exact_sum(g)
+    total = MP.make_mpf(from_man_exp(man, exp))  # G exactly, whatever MP.prec
+    columns = np.flatnonzero(wanted)
+    rounded, exact = np.empty(columns.size), np.empty(columns.size)
+    for k, j in enumerate(columns.tolist()):
+        if y[j] == 0 or man == 0:  # z = g_j - G or g_j: dyadic
+            gm, ge = exact_sum(g[j:j + 1])
+            low = min(ge, exp)
+            difference = (gm << (ge - low)) - ((man << (exp - low)) if y[j] == 0 else 0)
+            rounded[k], exact[k] = round_dyadic(difference, low, fmt), round_dyadic(difference, low, FP64)
+            continue
+        bits = 64
+        while True:
+            with _interval_precision(bits):
+                lo, hi = _ends(IV.mpf(g[j]) - IV.exp(IV.mpf(y[j])) * IV.mpf(total))
+            if round_mpf(lo, fmt) == round_mpf(hi, fmt):
+                rounded[k], exact[k] = round_mpf(lo, fmt) + 0.0, float(MP.mpf((lo + hi) / 2))
+                break
+            bits *= 2
+            if bits > MAX_BITS:
+                raise OracleError(f"log_softmax backward: undecided at {MAX_BITS} bits (y {y[j]!r}, g {g[j]!r})")
+    return rounded, exact
+
+
+@numpy_defaults
+def log_backward_rows(y: np.ndarray, g: np.ndarray, fmt: Format) -> OracleResult:
+    """Correctly rounded g_j - exp(y_j) sum_i g_i for each row (last axis) of float64 ``y`` and ``g``, values of a
+    format of at most EXACT_PRODUCT_BITS bits (y may hold -inf)."""
+    g_hi = np.array([math.fsum(row.tolist()) for row in g]).reshape(-1, 1)
+    r = np.array([math.fsum([*row.tolist(), -s]) for row, s in zip(g, g_hi[:, 0].tolist())]).reshape(-1, 1)
+    with np.errstate(under="ignore"):
+        e = np.exp(y)
+    p = e * g_hi
+    z = g - p
+    error = (U * np.abs(z) + (U + 2 * EPS_EXP) * np.abs(p) + 2 * e * np.abs(r)
+             + (EXP64_ULPS + 1) * 2.0**-1074 * np.abs(g_hi + r)) * (1 + 2.0**-20)
+    lo = np.nextafter(z - error, -np.inf)
+    hi = np.nextafter(z + error, np.inf)
+    rounded, upper = round_float64(lo, fmt), round_float64(hi, fmt)
+    decided = rounded == upper
+    rounded = rounded + 0.0
+    escalated = 0
+    for i in np.flatnonzero(~decided.all(axis=-1)):
+        undecided = ~decided[i]
+        escalated += int(undecided.sum())
+        rounded[i, undecided], z[i, undecided] = exact_log_row(y[i], g[i], undecided, fmt)
+    return OracleResult(rounded, z, escalated)
+
+
 @numpy_defaults
 def softmax_backward(call: Call) -> OracleResult:
-    """The oracle for a softmax backward ``call``: ``call.x`` is the forward's output y, ``call.grad`` the gradient
-    g of the same shape and dtype.  Results are laid out as rows (``movedim(dim, -1)`` flattened to 2-D), rounded
-    to the call's output dtype."""
+    """The oracle for a softmax (or log_softmax) backward ``call``: ``call.x`` is the forward's output y,
+    ``call.grad`` the gradient g of the same shape and dtype.  Results are laid out as rows (``movedim(dim, -1)``
+    flattened to 2-D), rounded to the call's output dtype."""
     y, g, dim = call.x, call.grad, call.dim
     _check("y", y)
     _check("grad", g)
     if g.shape != y.shape or g.dtype != y.dtype:
-        raise ValueError(f"grad must have y's shape {tuple(y.shape)} and dtype {y.dtype}; got {tuple(g.shape)} {g.dtype}")
+        raise ValueError(f"grad must have y's shape {tuple(y.shape)} and dtype {y.dtype}; got {tuple(g.shape)} "
+                         f"{g.dtype}")
     if y.dim() == 0:
         raise ValueError("y must have at least one dimension (softmax runs along one)")
     rows = [t.detach().to("cpu", torch.float64).movedim(dim, -1) for t in (y, g)]
     y_rows, g_rows = (t.reshape(math.prod(t.shape[:-1]), t.shape[-1]).numpy() for t in rows)
-    for name, values in (("y", y_rows), ("grad", g_rows)):
-        if not np.isfinite(values).all():
-            raise ValueError(f"{name} must be finite: the result of a NaN or an infinity is not defined here")
-    return backward_rows(y_rows, g_rows, format_of(call.result_dtype))
+    if not (np.isfinite(y_rows) | (call.log & (y_rows == -np.inf))).all():  # exp(-inf) = 0: a lost entry
+        raise ValueError(f"y must be finite{' or -inf' if call.log else ''}: the result of a NaN or an infinity is not "
+                         "defined here")
+    if not np.isfinite(g_rows).all():
+        raise ValueError("grad must be finite: the result of a NaN or an infinity is not defined here")
+    return (log_backward_rows if call.log else backward_rows)(y_rows, g_rows, format_of(call.result_dtype))

@@ -366,6 +366,14 @@ def conversion_error(high: np.ndarray, low: np.ndarray, out: Format, ar: Arithme
     return error
 
 
+def unreliable_input_below(fmt: Format, ar: Arithmetic) -> float:
+    """The magnitude below which an input of ``fmt`` may load into the compute format as any smaller value, 0
+    included: ``fmt``'s smallest normal where its subnormals load unreliably, the compute format's where it flushes
+    (denormals read as zero); 0 for none."""
+    return max(fmt.min_normal if fmt.dtype in ar.subnormal_upcast_unreliable else 0.0,
+               ar.compute.min_normal if ar.flushes_subnormals else 0.0)
+
+
 @numpy_defaults
 def softmax_backward_bound(y: np.ndarray, g: np.ndarray, exact: np.ndarray, out: Format,
                            profile: PrecisionProfile) -> np.ndarray:
@@ -381,15 +389,17 @@ def softmax_backward_bound(y: np.ndarray, g: np.ndarray, exact: np.ndarray, out:
 
     Where d_j = g_j - S cancels (g near constant), the second term dominates: the absolute error of a
     backward is |y_j| times the sum's, however small z_j is, and the bound in ulps of z_j grows as it must.
-    A kernel of unknown construction may compute fl(fl(y_j g_j) - fl(y_j S~)) instead, which adds
-    u |y_j| (|g_j| + |S| + gamma_{h+1} P).  Subnormal products and results add an absolute
+    A kernel of unknown construction may compute fl(fl(y_j g_j) - fl(y_j S~)) instead, as torch on CUDA does
+    (``backward_products_in_input``, in fp32 too), which adds u |y_j| (|g_j| + |S| + gamma_{h+1} P).  Subnormal products and results add an absolute
     (|y_j| k + 2) minsub_C (min_normal_C where C flushes); where the input format's subnormals may load as any
-    value below its smallest normal m (``subnormal_upcast_unreliable``), each such y_i or g_i moves by up to m,
+    value below its smallest normal m (``subnormal_upcast_unreliable``; C's smallest normal where C flushes, and
+    so may read such inputs as zero: :func:`unreliable_input_below`), each such y_i or g_i moves by up to m,
     S by the sum of those moves times the other factor, and z_j by its own factors' moves; the conversion to O
     adds its ulps (:func:`conversion_error`).  A construction that rounds each product to the input format
     first and computes tmp_j - y_j sum(tmp) (``backward_products_in_input``, torch's on CUDA) adds
     u_O |g_j y_j| and |y_j| u_O P (each plus a subnormal step of O) and the rounding of y_j sum(tmp).  The
-    input and output formats are one here.  Rows are float64 ``y``, ``g`` and the ``exact`` results, last axis the softmax's.
+    input and output formats are one here.  Rows are float64 ``y``, ``g`` and the ``exact`` results, last axis the
+    softmax's.
     """
     y, g, z = (np.asarray(a, dtype=np.float64) for a in (y, g, exact))
     ar, c = profile.arithmetic, profile.arithmetic.compute
@@ -401,23 +411,68 @@ def softmax_backward_bound(y: np.ndarray, g: np.ndarray, exact: np.ndarray, out:
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
         gamma = np.where(h * u < 1, h * u / np.maximum(1 - h * u, u), np.inf)
         sum_error = gamma * total
+        exact_sum = np.abs(np.sum(y * g, axis=-1, keepdims=True)) + y.shape[-1] * 2.0**-52 * total  # |S|, rounded up
         error = np.abs(z) * ((1 + u) ** 2 - 1) + np.abs(y) * sum_error * (1 + u) ** 2
-        if not ar.known_construction:
-            exact_sum = np.abs(np.sum(y * g, axis=-1, keepdims=True))
+        if not ar.known_construction or ar.backward_products_in_input:  # fl(fl(y_j g_j) - fl(y_j S~)), FMA or not
             error = error + u * np.abs(y) * (np.abs(g) + exact_sum + sum_error) * (1 + u)
         error = error + (np.abs(y) * nonzero + 2) * (c.min_normal if ar.flushes_subnormals else c.min_subnormal)
         if ar.backward_products_in_input and out != c:  # tmp_i = round_O(g_i y_i), then tmp_j - fl(y_j sum~ tmp)
             uo = out.unit_roundoff
             rounded = (uo * total + out.min_subnormal * nonzero) * (1 + gamma)  # what the products' rounding moves S by
-            exact_sum = np.abs(np.sum(y * g, axis=-1, keepdims=True))
             error = error + (uo * np.abs(y * g) + out.min_subnormal + np.abs(y) * rounded) * (1 + u) ** 2 \
                 + u * np.abs(y) * (exact_sum + sum_error + rounded) * (1 + u)
-        if out.dtype in ar.subnormal_upcast_unreliable:  # y_i, g_i below the smallest normal may load as any such
-            tiny = out.min_normal
-            moved_sum = np.sum(np.where(np.abs(y) < tiny, np.abs(g) + tiny, 0.0) + np.where(np.abs(g) < tiny, np.abs(y), 0.0),
-                               axis=-1, keepdims=True) * tiny * (1 + gamma)  # and the sum's rounding of the moves
-            difference = np.abs(g) + tiny + np.abs(np.sum(y * g, axis=-1, keepdims=True)) + sum_error + moved_sum
+        tiny = unreliable_input_below(out, ar)
+        if tiny:  # y_i, g_i below it may load as any value below it (or as 0)
+            moves = np.where(np.abs(y) < tiny, np.abs(g) + tiny, 0.0) + np.where(np.abs(g) < tiny, np.abs(y), 0.0)
+            moved_sum = np.sum(moves, axis=-1, keepdims=True) * tiny * (1 + gamma)  # and the sum's rounding of the moves
+            difference = np.abs(g) + tiny + exact_sum + sum_error + moved_sum
             error = error + (np.where(np.abs(y) < tiny, tiny * difference, 0.0) + np.abs(y) * (
                 moved_sum + np.where(np.abs(g) < tiny, tiny, 0.0))) * (1 + u) ** 2
+        error = error + conversion_error(np.abs(z) + error, np.abs(z) - error, out, ar)
+        return np.where(np.isfinite(error), error / ulp(z, out), np.inf)
+
+
+@numpy_defaults
+def log_softmax_backward_bound(y: np.ndarray, g: np.ndarray, exact: np.ndarray, out: Format,
+                               profile: PrecisionProfile) -> np.ndarray:
+    r"""Per-element bound for log_softmax backward, z_j = g_j - exp(y_j) G, G = sum_i g_i, in ulps of ``out``.
+
+    The algorithm, in C (u = u_C): G~ = sum~ g_i by a tree of depth h (at most k - 1 for k non-zero g_i), so
+    |G~ - G| <= gamma_h sum_i |g_i|; e~_j = exp~(y_j) within the arithmetic's c0 + c1 |y_j| ulps (|y_j| capped at
+    the underflow gap, as the forward's exp: :func:`sum_terms`), a relative a_j = (c0 + c1 |y_j|) ulp_C(e_j) / e_j
+    and an absolute (c0 + c1 |y_j| + 1) minsub_C below C's normals (min_normal_C where C flushes); p~_j =
+    fl(e~_j G~) and z~_j = fl(g_j - p~_j), u each:
+
+        |z~_j - z_j| <= |z_j| u + (1 + u)^2 [(e_j a_j + alpha_j)(|G| + dG) + e_j dG + u e_j |G|],
+
+    dG = gamma_h sum |g|.  Where the gradient is near exp(y_j) G the difference cancels and the bound is the
+    absolute error of the product.  Input subnormals that load unreliably (``subnormal_upcast_unreliable``) move
+    each g_i by up to the input's smallest normal m: G by m times their count, z_j by m (1 + e_j count); a
+    subnormal y_j moves exp(y_j) by at most 2 e_j m.  The
+    conversion to O adds its ulps (:func:`conversion_error`).
+    """
+    y, g, z = (np.asarray(a, dtype=np.float64) for a in (y, g, exact))
+    ar, c = profile.arithmetic, profile.arithmetic.compute
+    u = c.unit_roundoff
+    nonzero = np.sum(g != 0, axis=-1, keepdims=True)
+    h = np.minimum(profile.reduction.depth(y.shape[-1]), np.maximum(nonzero - 1, 0))
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore", under="ignore"):
+        gamma = np.where(h * u < 1, h * u / np.maximum(1 - h * u, u), np.inf)
+        magnitude = np.sum(np.abs(g), axis=-1, keepdims=True) * (1 + y.shape[-1] * 2.0**-52)
+        total = np.abs(np.sum(g, axis=-1, keepdims=True)) + y.shape[-1] * 2.0**-52 * magnitude  # |G|, rounded up
+        d_total = gamma * magnitude
+        e = np.exp(y)
+        exp_error = ar.exp_ulps + ar.exp_ulps_per_gap * np.minimum(np.abs(y), underflow_gap(c))
+        relative = np.where(e > 0, exp_error * ulp(e, c) / np.where(e > 0, e, 1.0), 0.0)
+        absolute = (exp_error + 1) * (c.min_normal if ar.flushes_subnormals else c.min_subnormal)  # exp~ below normals
+        product = (e * relative + absolute) * (total + d_total) + e * d_total + u * e * total
+        step = c.min_normal if ar.flushes_subnormals else c.min_subnormal
+        error = np.abs(z) * u + (1 + u) ** 2 * product + 2 * step
+        tiny = unreliable_input_below(out, ar)
+        if tiny:
+            moved = np.sum(np.abs(g) < tiny, axis=-1, keepdims=True) * tiny
+            loaded = (np.where(np.abs(g) < tiny, tiny, 0.0) + (e + relative * e + absolute) * moved
+                      + np.where(np.abs(y) < tiny, 2 * e * tiny, 0.0) * (total + d_total + moved))  # exp(y +- m)
+            error = error + loaded * (1 + u) ** 2
         error = error + conversion_error(np.abs(z) + error, np.abs(z) - error, out, ar)
         return np.where(np.isfinite(error), error / ulp(z, out), np.inf)

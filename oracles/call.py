@@ -23,14 +23,15 @@ class Operation:
     masked: bool = False  # the call takes a mask (bool, x's shape, True = keep); masked entries count as -inf
     out_dtype: torch.dtype | None = None  # the output's dtype; None: the input's
     # The gradient with respect to the logits, given the forward's output y (the call's x) and the gradient with
-    # respect to it (the call's grad): grad_x = y (grad - sum(grad y)) for softmax.
+    # respect to it (the call's grad): grad_x = y (grad - sum(grad y)) for softmax, grad - exp(y) sum(grad) for
+    # log_softmax.
     backward: bool = False
 
     def __post_init__(self) -> None:
         if self.log and self.masked:
             raise ValueError(f"operation {self.name!r}: a mask is defined for softmax only, not log_softmax")
-        if self.backward and (self.log or self.masked):
-            raise ValueError(f"operation {self.name!r}: a backward is defined for softmax only, unmasked")
+        if self.backward and self.masked:
+            raise ValueError(f"operation {self.name!r}: a backward is defined unmasked only")
 
 
 @dataclass(frozen=True, eq=False)

@@ -43,7 +43,11 @@ BUG_CLASSES = {
     "backward_sum_of_grad": "softmax backward: sum(grad) for sum(grad * y), log_softmax's backward formula",
     "backward_dot_misses_last": "softmax backward: the dot product drops the row's last column (mask off by one)",
     "backward_half_difference": "softmax backward: grad - sum(grad * y) rounded to the input dtype before "
-                                          "the product with y",
+                                "the product with y",
+    "log_backward_softmax_dot": "log_softmax backward: sum(grad * exp(y)) for sum(grad), the softmax's formula",
+    "log_backward_y_for_exp": "log_softmax backward: y for exp(y), the exp forgotten",
+    "log_backward_half_exp": "log_softmax backward: exp(y) rounded to the input dtype before the product",
+    "backward_grad_with_y_strides": "softmax backward: grad read with y's strides",
 }
 
 
@@ -60,8 +64,13 @@ def mutant(code, parent=rowwise, record=rowwise_record):
     def softmax_backward(grad, y, dim=-1):
         return parent.launch_backward(grad, y, dim, code)
 
+    def log_softmax_backward(grad, y, dim=-1):
+        return parent.launch_backward(grad, y, dim, code, log=True)
+
     if record.CAPABILITIES.backward:  # a code of the forward leaves the backward correct, and the reverse
         softmax.softmax_backward = softmax_backward
+    if record.CAPABILITIES.log_softmax_backward:
+        softmax.log_softmax_backward = log_softmax_backward
     softmax.capabilities = record.CAPABILITIES
     softmax.precision = record.precision
     softmax.parent = PARENTS[parent]
@@ -96,3 +105,7 @@ backward_bf16_dot = mutant(rowwise.BACKWARD_BF16_DOT)
 backward_sum_of_grad = mutant(rowwise.BACKWARD_SUM_OF_GRAD)
 backward_dot_misses_last = mutant(rowwise.BACKWARD_DOT_MISSES_LAST)
 backward_half_difference = mutant(rowwise.BACKWARD_DIFFERENCE_IN_INPUT_DTYPE)
+log_backward_softmax_dot = mutant(rowwise.LOG_BACKWARD_SOFTMAX_DOT)
+log_backward_y_for_exp = mutant(rowwise.LOG_BACKWARD_Y_FOR_EXP)
+log_backward_half_exp = mutant(rowwise.LOG_BACKWARD_EXP_IN_INPUT_DTYPE)
+backward_grad_with_y_strides = mutant(rowwise.BACKWARD_GRAD_WITH_Y_STRIDES)

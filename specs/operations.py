@@ -53,5 +53,11 @@ SOFTMAX_FP32_OUT = Declared(name="softmax_fp32_out", out_dtype=torch.float32, fl
 SOFTMAX_BACKWARD = Declared(name="softmax_backward", backward=True, flags=("backward",), runs="softmax_backward",
                             arguments=("grad", "y", "dim"), what="softmax backward", specials=False, first=True)
 
-OPERATIONS = {op.name: op for op in (SOFTMAX, MASKED_SOFTMAX, LOG_SOFTMAX, SOFTMAX_FP32_OUT, SOFTMAX_BACKWARD)}
+# torch's _log_softmax_backward_data: grad - exp(y) sum(grad), y the forward's log_softmax (under every cross-entropy).
+LOG_SOFTMAX_BACKWARD = Declared(name="log_softmax_backward", log=True, backward=True, flags=("log_softmax_backward",),
+                                runs="log_softmax_backward", arguments=("grad", "y", "dim"),
+                                what="log_softmax backward", specials=False, first=True)
+
+OPERATIONS = {op.name: op for op in (SOFTMAX, MASKED_SOFTMAX, LOG_SOFTMAX, SOFTMAX_FP32_OUT, SOFTMAX_BACKWARD,
+                                     LOG_SOFTMAX_BACKWARD)}
 """Every operation by its name, in the order their accuracy tests run."""

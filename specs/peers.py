@@ -75,18 +75,20 @@ register(KernelSpec(
 ))
 register(KernelSpec(
     name="flag_gems", softmax=peers.flag_gems_softmax, log_softmax=peers.flag_gems_log_softmax,
-    softmax_backward=peers.flag_gems_softmax_backward,
-    capabilities=Capabilities.extending(peers.FLAG_GEMS, log_softmax=True, out_dtype=True, backward=True),
+    softmax_backward=peers.flag_gems_softmax_backward, log_softmax_backward=peers.flag_gems_log_softmax_backward,
+    capabilities=Capabilities.extending(peers.FLAG_GEMS, log_softmax=True, out_dtype=True, backward=True,
+                                        log_softmax_backward=True),
     clear_refusals=False, skip_reason=gpu_only("FlagGems needs a GPU runtime", missing("flag-gems", "flag_gems")),
     by_default=False,
-    description="FlagGems' softmax, log_softmax and softmax backward (flag_gems.ops), any dim",
+    description="FlagGems' softmax, log_softmax and their backwards (flag_gems.ops), any dim",
 ))
 register(KernelSpec(
     name="inductor", softmax=peers.inductor_softmax, log_softmax=peers.inductor_log_softmax,
-    softmax_backward=peers.inductor_softmax_backward,
-    capabilities=Capabilities.extending(peers.INDUCTOR, log_softmax=True, out_dtype=True, backward=True),
+    softmax_backward=peers.inductor_softmax_backward, log_softmax_backward=peers.inductor_log_softmax_backward,
+    capabilities=Capabilities.extending(peers.INDUCTOR, log_softmax=True, out_dtype=True, backward=True,
+                                        log_softmax_backward=True),
     clear_refusals=False, skip_reason=gpu_only("Inductor emits C++, not Triton, on the CPU"), by_default=False,
-    description="torch.compile(torch.softmax / log_softmax / softmax backward, dynamic=True): Inductor's Triton "
+    description="torch.compile(torch.softmax / log_softmax / their backwards, dynamic=True): Inductor's Triton "
                 "kernels",
 ))
 register(KernelSpec(

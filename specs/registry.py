@@ -88,6 +88,7 @@ class Capabilities(InputLimits):
     masked: bool = False  # it also provides masked_softmax(x, mask, dim)
     out_dtype: bool = False  # it takes out_dtype=torch.float32 for half inputs
     backward: bool = False  # it also provides softmax_backward(grad, y, dim)
+    log_softmax_backward: bool = False  # it also provides log_softmax_backward(grad, y, dim)
     # The bitwise invariances (INVARIANCES) promised on every device type; promises_by_device
     # replaces them on the device types it names.  None is assumed.
     promises: frozenset[str] = frozenset()
@@ -102,6 +103,12 @@ class Capabilities(InputLimits):
     def extending(cls, limits: InputLimits, **declared) -> Capabilities:
         """A kernel's own input limits (which its host code checks), with what else it ``declared``."""
         return cls(**{f.name: getattr(limits, f.name) for f in fields(InputLimits)}, **declared)
+
+    def call_refusal(self, call: Call) -> TypeError | ValueError | None:
+        """The clear error ``call`` must be refused with: the first of its input tensors (x, a backward's grad)
+        outside these limits; None when all lie inside."""
+        tensors = (call.x,) if call.grad is None else (call.x, call.grad)
+        return next((error for t in tensors if (error := self.refusal(t, call.dim)) is not None), None)
 
     def promised(self, device_type: str) -> frozenset[str]:
         """The invariances promised on ``device_type`` ("cpu", "cuda", "npu")."""
@@ -144,6 +151,7 @@ class KernelSpec:
     log_softmax: Softmax | None = None  # given exactly when capabilities.log_softmax
     masked_softmax: MaskedSoftmax | None = None  # given exactly when capabilities.masked
     softmax_backward: SoftmaxBackward | None = None  # given exactly when capabilities.backward
+    log_softmax_backward: SoftmaxBackward | None = None  # given exactly when capabilities.log_softmax_backward
     # precision(call): the precision profile of that call (oracles.call.Call: its input, dim,
     # operation, mask and backend), from which its error bounds are derived.
     precision: Callable[[Call], PrecisionProfile] = unknown_profile

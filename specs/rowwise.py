@@ -14,12 +14,13 @@ from .registry import ALL_INVARIANCES, Capabilities, KernelSpec, register
 ARITHMETIC = {"cpu": replace(INTERPRETER, name="Triton interpreter (numpy), bf16 rounded to nearest by the kernel",
                              downcast_ulps=TO_NEAREST, subnormal_downcast_unreliable=frozenset())}
 
-CAPABILITIES = Capabilities.extending(rowwise.LIMITS, backward=True, promises=ALL_INVARIANCES)
+CAPABILITIES = Capabilities.extending(rowwise.LIMITS, backward=True, log_softmax_backward=True,
+                                     promises=ALL_INVARIANCES)
 
 
 def precision(call: Call) -> PrecisionProfile:
-    """One tl.sum per row over the padded block (of the exponentials, or of a backward's products), Triton's default 4
-    warps; bf16 outputs rounded to nearest."""
+    """One tl.sum per row over the padded block (of the exponentials, or of a backward's products or gradient),
+    Triton's default 4 warps; bf16 outputs rounded to nearest."""
     return triton_block_profile(call.backend, num_warps=4, arithmetic=ARITHMETIC.get(call.backend))
 
 
@@ -27,6 +28,7 @@ SPEC = register(KernelSpec(
     name="rowwise",
     softmax=rowwise.softmax,
     softmax_backward=rowwise.softmax_backward,
+    log_softmax_backward=rowwise.log_softmax_backward,
     capabilities=CAPABILITIES,
     precision=precision,
     arithmetics={backend: (arithmetic,) for backend, arithmetic in ARITHMETIC.items()},

@@ -9,7 +9,7 @@ from .registry import ALL_INVARIANCES, Capabilities, KernelSpec, register, unkno
 
 TORCH_CONTRACT = Capabilities.extending(
     torch_softmax.LIMITS,
-    log_softmax=True, masked=True, out_dtype=True, backward=True,
+    log_softmax=True, masked=True, out_dtype=True, backward=True, log_softmax_backward=True,
     # Measured, not documented: on the CPU every invariance held in every run; on CUDA an fp16 row
     # of 13635 alone and inside a batch took different vectorised paths (misaligned rows) and 6
     # elements differed, and nothing was measured on NPUs.
@@ -31,6 +31,7 @@ def torch_profile(call: Call) -> PrecisionProfile:
 SPEC = register(KernelSpec(
     name="torch", softmax=torch_softmax.softmax, capabilities=TORCH_CONTRACT,
     log_softmax=torch_softmax.log_softmax, masked_softmax=torch_softmax.masked_softmax,
-    softmax_backward=torch_softmax.softmax_backward, precision=torch_profile,
+    softmax_backward=torch_softmax.softmax_backward, log_softmax_backward=torch_softmax.log_softmax_backward,
+    precision=torch_profile,
     description="torch.softmax on the same device (the reference implementation)",
 ))

@@ -56,7 +56,7 @@ def judge_case(kernel, backend, op: Declared, case: Case, worst: Worst, record, 
     replay_command = command(kernel, backend.name, op.name, case)
     replay = f"{case!r} -> {describe_input(x, case.dim)}\n{PREFIX}{replay_command}"
     judge = functools.partial(judge_softmax, call=call, replay=replay, command=replay_command)
-    refusal = kernel.capabilities.refusal(x, case.dim)
+    refusal = kernel.capabilities.call_refusal(call)
     if refusal is not None:
         expect_refusal(kernel, call, refusal, judge=lambda y: judge(unknown_construction(kernel), y=y))
         return

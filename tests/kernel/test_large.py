@@ -139,8 +139,8 @@ def need_device_memory(free_device_memory, needed: dict[str, int]) -> None:
 def large_call(op: Declared, dtype: torch.dtype, shape: tuple[int, ...], backend) -> Call:
     """The call of ``op`` on random rows of ``shape`` made on the device (no copy through the host), row -2 ending
     in -inf and row -1 in a NaN, whose wrong reads show (an exact 0, a row all NaN); for a masked ``op`` a keep-mask
-    that differs from row to row and keeps that NaN.  A backward takes finite inputs: the softmax of those rows
-    (row -2 ending in an exact 0) with the NaN made -1, and a random gradient."""
+    that differs from row to row and keeps that NaN.  A backward takes finite inputs: the softmax (log_softmax) of
+    those rows (row -2 ending in an exact 0, or -inf) with the NaN made -1, and a random gradient."""
     generator = torch.Generator(device=backend.device).manual_seed(SEED)
     x = torch.randn(shape, dtype=dtype, device=backend.device, generator=generator)
     rows = x.view(-1, shape[-1])
@@ -148,7 +148,7 @@ def large_call(op: Declared, dtype: torch.dtype, shape: tuple[int, ...], backend
     if op.backward:
         rows[-1, -1] = -1.0
         grad = torch.randn(shape, dtype=dtype, device=backend.device, generator=generator)
-        return Call(torch.softmax(x, -1), -1, op, backend.name, grad=grad)
+        return Call((torch.log_softmax if op.log else torch.softmax)(x, -1), -1, op, backend.name, grad=grad)
     if not op.masked:
         return Call(x, -1, op, backend.name)
     keep = x > KEEP_ABOVE
@@ -175,7 +175,7 @@ def judged_large(kernel, backend, op: Declared, dtype: torch.dtype, shape: tuple
     def judge(spec, y: torch.Tensor) -> Judgement:
         return judge_softmax(spec, judged, ends(y), replay=replay)
 
-    refusal = kernel.capabilities.refusal(x, -1)
+    refusal = kernel.capabilities.call_refusal(call)
     if refusal is not None:
         expect_refusal(kernel, call, refusal, judge=lambda y: judge(unknown_construction(kernel), y))
         return None

@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from oracles import backward
-from oracles.backward import backward_rows, exact_row
+from oracles.backward import backward_rows, exact_log_row, exact_row, log_backward_rows
 from oracles.bounds import PrecisionProfile, softmax_backward_bound
 from oracles.call import Call
 from oracles.formats import BF16, FP16, FP32, FP64, Format, round_float64, round_mpf, ulp
@@ -158,3 +158,68 @@ def test_torch_cuda_products_in_the_input_dtype_are_within_its_profile_and_beyon
     for profile, within in ((PrecisionProfile(TORCH_CUDA, ORDER_FREE), True), (unknown_profile(call), False)):
         bound = softmax_backward_bound(y.double().numpy(), g.double().numpy(), oracle.exact, fmt, profile)
         assert (error <= bound).all() == within, (profile.name, float((error / bound).max()))
+
+
+def mpmath_log_backward(y: np.ndarray, g: np.ndarray, fmt: Format) -> np.ndarray:
+    """g_j - exp(y_j) sum_i g_i of each row, enclosed by mpmath's intervals at 400 bits, rounded to ``fmt``."""
+    interval = mpmath.MPIntervalContext()
+    interval.prec = 400
+    rounded = np.empty_like(y)
+    for i in range(y.shape[0]):
+        total = EXACT.fsum(EXACT.mpf(v) for v in g[i].tolist())  # exact at 4000 bits
+        for j in range(y.shape[1]):
+            box = interval.mpf(g[i, j]) - interval.exp(interval.mpf(y[i, j])) * interval.mpf(total)
+            lo, hi = (EXACT.make_mpf(end) for end in box._mpi_)
+            assert round_mpf(lo, fmt) == round_mpf(hi, fmt)  # 400 bits decide every element drawn here
+            rounded[i, j] = round_mpf(lo, fmt) + 0.0
+    return rounded
+
+
+def log_softmax_outputs(x: np.ndarray, fmt: Format) -> np.ndarray:
+    return round_float64(torch.log_softmax(torch.from_numpy(x), -1).numpy(), fmt)
+
+
+@pytest.mark.parametrize("fmt", FORMATS, ids=str)
+@given(data=st.data())
+def test_the_log_softmax_backward_agrees_with_mpmath_on_random_rows(fmt, data):
+    rows, n = data.draw(st.tuples(st.integers(1, 3), st.integers(1, 40)), label="shape")
+    logit_scale = data.draw(st.sampled_from([1e-3, 1.0, 30.0, 300.0]), label="logit scale")
+    grad_scale = data.draw(st.sampled_from([1e-30, 1e-3, 1.0, 1e4]), label="grad scale")
+    generator = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), label="seed"))
+    y = log_softmax_outputs(generator.standard_normal((rows, n)) * logit_scale, fmt)
+    g = round_float64(generator.standard_normal((rows, n)) * min(grad_scale, fmt.max_finite / (4 * n)), fmt)
+    result = log_backward_rows(y, g, fmt)
+    same = (result.rounded == mpmath_log_backward(y, g, fmt))
+    assert same.all(), np.argwhere(~same)[0].tolist()
+
+
+@pytest.mark.parametrize("fmt", FORMATS, ids=str)
+def test_the_log_softmax_backward_agrees_with_mpmath_where_it_cancels(fmt):
+    """A constant gradient c over a near-uniform row: c - exp(y_j) n c cancels to c (1 - n exp(y_j)), a few ulps
+    of c; the interval tier decides what float64 does not (and y_j = 0, G = 0 exactly)."""
+    n = 37
+    y = np.tile(round_float64(np.full(n, -math.log(n)), fmt), (4, 1))
+    y[1, :3] += np.array([1, -1, 2]) * ulp(y[1, :3], fmt)
+    y[2, 0] = 0.0  # exp(0) = 1: g_0 - G exactly
+    g = np.array([[1.5] * n, [-3.0] * n, [0.25] * n, [1.0, -1.0] * (n // 2) + [0.0]])  # the last sums to 0
+    result = log_backward_rows(y, g, fmt)
+    assert (result.rounded == mpmath_log_backward(y, g, fmt)).all()
+    assert result.rounded[2, 0] == 0.25 - 0.25 * n and (result.rounded[3] == g[3]).all()
+
+
+def test_a_log_softmax_backward_output_of_minus_inf_gives_the_gradient():
+    y = np.array([[-np.inf, 0.0]])
+    g = np.array([[0.75, 2.0]])
+    assert log_backward_rows(y, g, FP32).rounded.tolist() == [[0.75, 2.0 - 2.75]]
+
+
+@pytest.mark.parametrize("fmt", FORMATS, ids=str)
+def test_the_log_softmax_backward_interval_tier_agrees_with_mpmath_on_every_element(fmt):
+    generator = np.random.default_rng(8)
+    y = log_softmax_outputs(generator.standard_normal((3, 20)) * 4, fmt)
+    y[0, 0] = 0.0
+    g = round_float64(np.concatenate([generator.standard_normal((2, 20)), np.full((1, 20), 2.5)]), fmt)
+    want = mpmath_log_backward(y, g, fmt)
+    for i in range(3):
+        rounded, _ = exact_log_row(y[i], g[i], np.ones(20, dtype=bool), fmt)
+        assert rounded.tolist() == want[i].tolist()

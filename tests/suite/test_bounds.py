@@ -12,13 +12,13 @@ from harness.judge import as_rows, judge_softmax, measure, oracle_of
 from harness.recording import make_record
 from harness.strategies import VALUE_CLASSES, Case, Layout, Values, cases, matrix
 from oracles import correctly_rounded, profiles
-from oracles.bounds import (Arithmetic, PrecisionProfile, Reduction, log_softmax_bound, softmax_backward_bound,
-                            softmax_bound)
+from oracles.bounds import (Arithmetic, PrecisionProfile, Reduction, log_softmax_backward_bound, log_softmax_bound,
+                            softmax_backward_bound, softmax_bound)
 from oracles.call import Call, Operation
 from oracles.formats import format_of, ulp
 from report.summary import categorize
 from specs import full_softmax, torch_softmax
-from specs.operations import LOG_SOFTMAX, SOFTMAX, SOFTMAX_BACKWARD, TESTED_DTYPES
+from specs.operations import LOG_SOFTMAX, LOG_SOFTMAX_BACKWARD, SOFTMAX, SOFTMAX_BACKWARD, TESTED_DTYPES
 from specs.registry import Capabilities, known_arithmetics, resolve, unknown_profile
 from specs.torch_softmax import torch_profile
 
@@ -222,22 +222,24 @@ def test_the_unknown_profile_dominates_every_known_profile(case):
                             f"column {col} (input {rows[row, col]!r}); {case!r}")
 
 
+@pytest.mark.parametrize("op,bound", [(SOFTMAX_BACKWARD, softmax_backward_bound),
+                                      (LOG_SOFTMAX_BACKWARD, log_softmax_backward_bound)], ids=["softmax", "log_softmax"])
 @given(case=cases(Capabilities(dtypes=frozenset(TESTED_DTYPES)), "cpu", specials=False, backward=True))
-def test_the_unknown_profile_dominates_every_known_profile_in_the_backward(case):
-    """The same for softmax backward: the loosest arithmetic, summed in any order, bounds every element at least as
+def test_the_unknown_profile_dominates_every_known_profile_in_the_backward(op, bound, case):
+    """The same for the backwards: the loosest arithmetic, summed in any order, bounds every element at least as
     loosely as any known arithmetic and reduction would."""
-    call = case.call(SOFTMAX_BACKWARD, "cpu")
+    call = case.call(op, "cpu")
     y, grad = (as_rows(t, case.dim).double().numpy() for t in (call.x, call.grad))
     out = format_of(call.x.dtype)
     exact = oracle_of(call).exact
-    loosest = softmax_backward_bound(y, grad, exact, out, unknown_profile(call))
+    loosest = bound(y, grad, exact, out, unknown_profile(call))
     for arithmetic in every_known_arithmetic():
         for reduction in reductions(y.shape[-1]):
-            other = softmax_backward_bound(y, grad, exact, out, PrecisionProfile(arithmetic, reduction))
+            other = bound(y, grad, exact, out, PrecisionProfile(arithmetic, reduction))
             below = ~(loosest >= other)
             if below.any():
                 row, col = (int(i) for i in np.argwhere(below)[0])
-                raise AssertionError(f"softmax backward: unknown bound {loosest[row, col]!r} < {other[row, col]!r} of "
+                raise AssertionError(f"{op.name}: unknown bound {loosest[row, col]!r} < {other[row, col]!r} of "
                                      f"{arithmetic.name} with a {reduction} at row {row}, column {col}; {case!r}")
 
 

@@ -23,7 +23,7 @@ FIXED = {
 }
 # What a skip of these kernels may name: an operation, dtype or dim they do not declare, or a device not in this run.
 UNDECLARED = ("declares no float32", "does not declare torch.float32", "declares no log_softmax", "declares no out_dtype",
-              "declares no softmax backward",
+              "declares no softmax backward", "declares no log_softmax backward",
               "normalises the last dim only", "CUDA streams", "device only", "may refuse with any exception")
 
 

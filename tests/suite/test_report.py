@@ -71,8 +71,8 @@ def test_a_run_whose_every_test_is_skipped_is_no_pass(run_pytest, tmp_path):
 def test_a_kernel_named_beside_another_and_judged_on_nothing_makes_the_run_no_pass(run_pytest):
     """torch as a control beside one's kernel: torch's tests passing must not pass a kernel all of whose tests
     were skipped."""
-    result = run_pytest("tests/kernel/test_accuracy.py", "-k", "test_output_within_derived_bound and log_softmax and "
-                        "float32", "--kernel", "examples/my_kernels.py:softmax", "--kernel", "torch", "--device", "cpu",
+    result = run_pytest("tests/kernel/test_accuracy.py", "-k", "test_output_within_derived_bound and "
+                        "log_softmax-float32", "--kernel", "examples/my_kernels.py:softmax", "--kernel", "torch", "--device", "cpu",
                         "--hypothesis-profile", "ci")
     assert result.returncode == pytest.ExitCode.NO_TESTS_COLLECTED, result.stdout[-3000:]
     assert "1 passed, 1 skipped" in result.stdout
