@@ -71,6 +71,8 @@ def mutant(code, parent=rowwise, record=rowwise_record):
         softmax.softmax_backward = softmax_backward
     if record.CAPABILITIES.log_softmax_backward:
         softmax.log_softmax_backward = log_softmax_backward
+    # Its bug lives in a backward, whose tests alone can catch it (tests/suite/test_mutation.py runs only those).
+    softmax.backward_only = code.value in getattr(parent, "BACKWARD_MUTATIONS", ())
     softmax.capabilities = record.CAPABILITIES
     softmax.precision = record.precision
     softmax.parent = PARENTS[parent]
