@@ -97,30 +97,42 @@ def exact_row(y: np.ndarray, g: np.ndarray, wanted: np.ndarray, fmt: Format) -> 
     return rounded, exact
 
 
+def fsum_pair(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's sum as hi + r, both correctly rounded (math.fsum): hi the sum, r the sum less hi, so that the exact
+    sum lies within u |r| of hi + r (columns of one entry per row)."""
+    hi = np.array([math.fsum(row.tolist()) for row in rows]).reshape(-1, 1)
+    rest = np.array([math.fsum([*row.tolist(), -s]) for row, s in zip(rows, hi[:, 0].tolist())]).reshape(-1, 1)
+    return hi, rest
+
+
+def decided(z: np.ndarray, error: np.ndarray, fmt: Format, exact_in_row) -> OracleResult:
+    """The results enclosed in [z - error, z + error] (widened by a float64 step), rounded to ``fmt`` where both ends
+    round alike (+0 for a zero); ``exact_in_row(i, wanted)`` decides row i's other elements (rounded, exact)."""
+    lo = np.nextafter(z - error, -np.inf)
+    hi = np.nextafter(z + error, np.inf)
+    rounded, upper = round_float64(lo, fmt), round_float64(hi, fmt)
+    settled = rounded == upper  # -0 == +0: a result that rounds to zero either way is decided
+    rounded = rounded + 0.0  # exact zeros, and results too small for the format, are +0
+    escalated = 0
+    for i in np.flatnonzero(~settled.all(axis=-1)):
+        undecided = ~settled[i]
+        escalated += int(undecided.sum())
+        rounded[i, undecided], z[i, undecided] = exact_in_row(i, undecided)
+    return OracleResult(rounded, z, escalated)
+
+
 @numpy_defaults
 def backward_rows(y: np.ndarray, g: np.ndarray, fmt: Format) -> OracleResult:
     """Correctly rounded y_j (g_j - sum_i g_i y_i) for each row (last axis) of float64 ``y`` and ``g``, whose
     values are those of a format of at most EXACT_PRODUCT_BITS bits."""
-    products = y * g
-    s_hi = np.array([math.fsum(row.tolist()) for row in products]).reshape(-1, 1)
-    r = np.array([math.fsum([*row.tolist(), -s]) for row, s in zip(products, s_hi[:, 0].tolist())]).reshape(-1, 1)
+    s_hi, r = fsum_pair(y * g)
     a = g - s_hi
     t = two_sum_error(g, -s_hi, a)
     tr = t - r
     d = a + tr
     z = y * d
     error = (U * np.abs(z) + np.abs(y) * (U * np.abs(d) + U * np.abs(tr) + 2 * U * np.abs(r))) * (1 + 2.0**-20)
-    lo = np.nextafter(z - error, -np.inf)
-    hi = np.nextafter(z + error, np.inf)
-    rounded, upper = round_float64(lo, fmt), round_float64(hi, fmt)
-    decided = rounded == upper  # -0 == +0: a result that rounds to zero either way is decided
-    rounded = rounded + 0.0  # exact zeros, and results too small for the format, are +0
-    escalated = 0
-    for i in np.flatnonzero(~decided.all(axis=-1)):
-        undecided = ~decided[i]
-        escalated += int(undecided.sum())
-        rounded[i, undecided], z[i, undecided] = exact_row(y[i], g[i], undecided, fmt)
-    return OracleResult(rounded, z, escalated)
+    return decided(z, error, fmt, lambda i, wanted: exact_row(y[i], g[i], wanted, fmt))
 
 
 def exact_log_row(y: np.ndarray, g: np.ndarray, wanted: np.ndarray, fmt: Format) -> tuple[np.ndarray, np.ndarray]:
@@ -154,25 +166,14 @@ def exact_log_row(y: np.ndarray, g: np.ndarray, wanted: np.ndarray, fmt: Format)
 def log_backward_rows(y: np.ndarray, g: np.ndarray, fmt: Format) -> OracleResult:
     """Correctly rounded g_j - exp(y_j) sum_i g_i for each row (last axis) of float64 ``y`` and ``g``, values of a
     format of at most EXACT_PRODUCT_BITS bits (y may hold -inf)."""
-    g_hi = np.array([math.fsum(row.tolist()) for row in g]).reshape(-1, 1)
-    r = np.array([math.fsum([*row.tolist(), -s]) for row, s in zip(g, g_hi[:, 0].tolist())]).reshape(-1, 1)
+    g_hi, r = fsum_pair(g)
     with np.errstate(under="ignore"):
         e = np.exp(y)
     p = e * g_hi
     z = g - p
     error = (U * np.abs(z) + (U + 2 * EPS_EXP) * np.abs(p) + 2 * e * np.abs(r)
              + (EXP64_ULPS + 1) * 2.0**-1074 * np.abs(g_hi + r)) * (1 + 2.0**-20)
-    lo = np.nextafter(z - error, -np.inf)
-    hi = np.nextafter(z + error, np.inf)
-    rounded, upper = round_float64(lo, fmt), round_float64(hi, fmt)
-    decided = rounded == upper
-    rounded = rounded + 0.0
-    escalated = 0
-    for i in np.flatnonzero(~decided.all(axis=-1)):
-        undecided = ~decided[i]
-        escalated += int(undecided.sum())
-        rounded[i, undecided], z[i, undecided] = exact_log_row(y[i], g[i], undecided, fmt)
-    return OracleResult(rounded, z, escalated)
+    return decided(z, error, fmt, lambda i, wanted: exact_log_row(y[i], g[i], wanted, fmt))
 
 
 @numpy_defaults

@@ -230,6 +230,11 @@ def _numpy_pairwise_depth(n: int) -> int:
     return 1 + max(_numpy_pairwise_depth(half), _numpy_pairwise_depth(n - half))
 
 
+def gamma_of(h, u: float) -> np.ndarray:
+    """gamma_h = h u / (1 - h u), the relative error h roundings of unit u may add up to; inf where h u >= 1."""
+    return np.where(h * u < 1, h * u / np.maximum(1 - h * u, u), np.inf)
+
+
 def underflow_gap(c: Format) -> float:
     """-ln of C's smallest subnormal, plus one: e^-gap beyond it is negligible even as a subnormal."""
     return -math.log(c.min_subnormal) + 1
@@ -296,8 +301,7 @@ def sum_terms(x: np.ndarray, weights: np.ndarray, out: Format, profile: Precisio
     # -inf entries add exact zeros, which never round: k terms need at most k - 1 roundings.
     terms = np.sum(regular, axis=-1, keepdims=True)
     h = np.minimum(profile.reduction.depth(n), np.maximum(terms - 1, 0))
-    gamma = np.where(h * u < 1, h * u / np.maximum(1 - h * u, u), np.inf)
-    return SumTerms(regular, gap_error, gap_rounding, tau, exp_error, a, w, gamma)
+    return SumTerms(regular, gap_error, gap_rounding, tau, exp_error, a, w, gamma_of(h, u))
 
 
 @numpy_defaults
@@ -409,7 +413,7 @@ def softmax_backward_bound(y: np.ndarray, g: np.ndarray, exact: np.ndarray, out:
     total = np.sum(products, axis=-1, keepdims=True) * (1 + y.shape[-1] * 2.0**-52)  # P, rounded up
     h = np.minimum(profile.reduction.depth(y.shape[-1]), np.maximum(nonzero - 1, 0)) + 1  # with the product
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
-        gamma = np.where(h * u < 1, h * u / np.maximum(1 - h * u, u), np.inf)
+        gamma = gamma_of(h, u)
         sum_error = gamma * total
         exact_sum = np.abs(np.sum(y * g, axis=-1, keepdims=True)) + y.shape[-1] * 2.0**-52 * total  # |S|, rounded up
         error = np.abs(z) * ((1 + u) ** 2 - 1) + np.abs(y) * sum_error * (1 + u) ** 2
@@ -457,7 +461,7 @@ def log_softmax_backward_bound(y: np.ndarray, g: np.ndarray, exact: np.ndarray, 
     nonzero = np.sum(g != 0, axis=-1, keepdims=True)
     h = np.minimum(profile.reduction.depth(y.shape[-1]), np.maximum(nonzero - 1, 0))
     with np.errstate(invalid="ignore", over="ignore", divide="ignore", under="ignore"):
-        gamma = np.where(h * u < 1, h * u / np.maximum(1 - h * u, u), np.inf)
+        gamma = gamma_of(h, u)
         magnitude = np.sum(np.abs(g), axis=-1, keepdims=True) * (1 + y.shape[-1] * 2.0**-52)
         total = np.abs(np.sum(g, axis=-1, keepdims=True)) + y.shape[-1] * 2.0**-52 * magnitude  # |G|, rounded up
         d_total = gamma * magnitude
