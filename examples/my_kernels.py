@@ -11,7 +11,11 @@ kernel file of yours: the suite imports ``module:function`` like Python does.
   bitwise invariances it promises.  It has a backward too
   (``softmax.softmax_backward(grad, y, dim)``, declared by ``backward=True``): the
   gradient of the logits from the forward's output and the gradient with
-  respect to it, as torch's ``_softmax_backward_data`` computes it.
+  respect to it, as torch's ``_softmax_backward_data`` computes it.  And attention's scaled and causal
+  softmaxes (``softmax.scaled_softmax(x, scale, dim)`` and ``softmax.causal_softmax(x, scale)``, declared by
+  ``scaled=True`` and ``causal=True``), the scale folded into exp2's argument as flash attention does, which
+  its precision model declares (``scaled_logits="folded"``): the suite bounds the softmax of the exact
+  ``scale * x`` by what that construction costs.
 * ``softmax_half_sum``: the same kernel with a classic bug planted: the row sum
   accumulates in the input's half dtype.  The suite catches it.
 * ``softmax_bare``: a bare callable that declares nothing.  It is held to
@@ -19,6 +23,9 @@ kernel file of yours: the suite imports ``module:function`` like Python does.
   with the loosest arithmetic the suite knows, and promises no invariance; it
   may refuse inputs torch refuses with torch's own errors.
 """
+
+import math
+from dataclasses import replace
 
 import torch
 import triton
@@ -56,10 +63,25 @@ def row_softmax_backward_kernel(dx_ptr, g_ptr, y_ptr, n_cols, dx_row_stride, g_r
     tl.store(dx_ptr + row * dx_row_stride + cols, y * (g - dot), mask=mask)
 
 
+@triton.jit
+def row_scaled_softmax_kernel(y_ptr, x_ptr, n_cols, x_row_stride, y_row_stride, scale_log2e, BLOCK: tl.constexpr,
+                              CAUSAL: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    cols = tl.arange(0, BLOCK)
+    keep = cols < n_cols
+    if CAUSAL:  # column j of row i masked where j > i
+        keep = keep & (cols <= row)
+    x = tl.load(x_ptr + row * x_row_stride + cols, mask=keep, other=-float("inf")).to(tl.float32)
+    # The scale folded into exp2's argument after the max subtraction: 2^((x - max) * scale * log2(e)).
+    numerator = tl.exp2((x - tl.max(x, axis=0)) * scale_log2e)
+    tl.store(y_ptr + row * y_row_stride + cols, numerator / tl.sum(numerator, axis=0), mask=cols < n_cols)
+
+
 CAPABILITIES = Capabilities(
     dtypes=HALF_AND_SINGLE, ranks=frozenset({2}), last_dim_only=True, unit_row_stride=True,
     max_row_length={"cpu": 4096, "cuda": 4096, "npu": 4096}, backward=True,
 )
+SCALED_CAPABILITIES = replace(CAPABILITIES, scaled=True, causal=True)  # softmax's: the scaled and causal forms too
 
 
 def launch(x: torch.Tensor, dim: int, half_sum: bool) -> torch.Tensor:
@@ -80,10 +102,29 @@ def softmax_backward(grad: torch.Tensor, y: torch.Tensor, dim: int = -1) -> torc
     return dx
 
 
+def scaled_softmax(x: torch.Tensor, scale: float, dim: int = -1, causal: bool = False) -> torch.Tensor:
+    SCALED_CAPABILITIES.check_scaled(x, dim, scale)  # x within the capabilities, a finite scale above 0
+    y = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    if x.numel():
+        row_scaled_softmax_kernel[(x.shape[0],)](y, x, x.shape[1], x.stride(0), y.stride(0), scale * math.log2(math.e),
+                                                 BLOCK=triton.next_power_of_2(x.shape[1]), CAUSAL=causal)
+    return y
+
+
+def causal_softmax(x: torch.Tensor, scale: float) -> torch.Tensor:
+    return scaled_softmax(x, scale, -1, causal=True)
+
+
 def precision(call):
     """fp32 Triton arithmetic, one tl.sum per row over the padded block, Triton's default 4 warps, whatever the call
-    (``call``: an oracles.call.Call, with its input, dim, operation, mask and backend)."""
-    return triton_block_profile(call.backend, num_warps=4)
+    (``call``: an oracles.call.Call, with its input, dim, operation, mask and backend).  A scaled softmax folds its
+    scale into exp2's argument, and tl.exp2 on NVIDIA GPUs flushes subnormal results to zero (an H100, Triton 3.6:
+    0.0 for 8.0e-39), which tl.exp does not."""
+    profile = triton_block_profile(call.backend, num_warps=4)
+    if not call.operation.scaled:
+        return profile
+    return replace(profile, arithmetic=replace(profile.arithmetic, scaled_logits="folded",
+                                               flushes_subnormals=call.backend == "cuda"))
 
 
 def softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
@@ -99,6 +140,9 @@ for function in (softmax, softmax_half_sum):
     function.capabilities = CAPABILITIES
     function.precision = precision
     function.promises = ("batch", "shift", "determinism", "ties")
+softmax.scaled_softmax = scaled_softmax
+softmax.causal_softmax = causal_softmax
+softmax.capabilities = SCALED_CAPABILITIES
 
 
 def softmax_bare(x: torch.Tensor, dim: int) -> torch.Tensor:

@@ -428,9 +428,14 @@ def operation_named(runs: str, kwargs: dict) -> str:
     return named.get(kwargs.get("out_dtype"), named[None])
 
 
-def dim_of(args: tuple, kwargs: dict) -> int:
-    """The dim of a call ``f(x, *args, **kwargs)``: its last positional argument (masked: ``(mask, dim)``)."""
-    return args[-1] if args else kwargs.get("dim", -1)
+def dim_of(op: str, args: tuple, kwargs: dict) -> int:
+    """The dim of a call ``f(x, *args, **kwargs)`` of the operation ``op``: where its entry's arguments put it after
+    the first (masked: ``(mask, dim)``), or as a keyword; the last dim for an operation that takes none (causal)."""
+    from specs.operations import OPERATIONS
+
+    arguments = OPERATIONS[op].arguments
+    at = arguments.index("dim") - 1 if "dim" in arguments else None
+    return args[at] if at is not None and at < len(args) else kwargs.get("dim", -1)
 
 
 def guarded(spec: KernelSpec, guard: Guard) -> KernelSpec:
@@ -442,7 +447,8 @@ def guarded(spec: KernelSpec, guard: Guard) -> KernelSpec:
             return None
 
         def call(x, *args, **kwargs):
-            return guard.call(spec, operation_named(runs, kwargs), function, x, dim_of(args, kwargs), args, kwargs)
+            op = operation_named(runs, kwargs)
+            return guard.call(spec, op, function, x, dim_of(op, args, kwargs), args, kwargs)
 
         call.__wrapped__ = function
         return call

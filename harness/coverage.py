@@ -41,11 +41,13 @@ from specs.registry import Capabilities
 
 from . import payload
 from .seams import PLACEMENTS, Seam, variants
-from .strategies import (ALL_KEPT, FINITE, LAYOUT_CLASSES, NO_SPECIALS, SIZE_CAPS, SPECIAL_CLASSES, VALUE_CLASSES, Case,
-                         Mask, SizeCaps, Specials, Values, interesting_lengths, layout_of_kind, longest_row,
-                         longest_seam_row, seam_rows, usable_dtypes)
+from .strategies import (ALL_KEPT, ATTENTION_SCALES, BIAS_KINDS, BIAS_SPANS, FINITE, LAYOUT_CLASSES, NO_SPECIALS,
+                         SIZE_CAPS, SPECIAL_CLASSES, VALUE_CLASSES, Bias, Case, Mask, SizeCaps, Specials, Values,
+                         interesting_lengths, layout_of_kind, longest_row, longest_seam_row, seam_rows, usable_dtypes)
 
 BANDS = ((1, 1), (2, 16), (17, 256), (257, 1024), (1025, 4096), (4097, math.inf))
+# Every kind of bias over each span in turn (kinds and spans differ in count: the pairs cycle through all of both).
+BIAS_CHOICES = tuple(Bias(kind, spans) for kind in BIAS_KINDS for spans in BIAS_SPANS)
 # Each special-value class with the recipe that places it alone.
 SPECIAL_RECIPES = {FINITE: NO_SPECIALS, **{c.name: Specials(**{c.field: c.share}) for c in SPECIAL_CLASSES}}
 COVERAGE = "coverage"  # the payload kind
@@ -230,9 +232,11 @@ def _showing(case: Case, special: str) -> Case:
 
 
 def sweep(capabilities: Capabilities, backend: str, dtypes, *, masked: bool = False, specials: bool = True,
-          backward: bool = False, size: SizeCaps | None = None) -> list[Case]:
+          backward: bool = False, scaled: bool = False, biased: bool = False,
+          size: SizeCaps | None = None) -> list[Case]:
     """Cases that draw every allowed cell of :func:`space` (a case takes one class of each axis; ``backward``: with
-    gradients of every value class in turn, beside other classes of logits)."""
+    gradients of every value class in turn, beside other classes of logits; ``scaled``: attention's scales in turn;
+    ``biased``: and every kind of bias over every span)."""
     caps = size or SIZE_CAPS[backend]
     boundaries = capabilities.path_boundaries.get(backend, ())
     allowed = space(capabilities, backend, dtypes, specials=specials, size=caps)
@@ -256,7 +260,11 @@ def sweep(capabilities: Capabilities, backend: str, dtypes, *, masked: bool = Fa
                             Mask() if masked else None, seed=10_000 + 1_000 * i + 100 * j + k,
                             grad=VALUE_CLASSES[values[(k + j + 1) % len(values)]].variants()[0] if backward else None)
                 cases.append(_showing(case, special))
-    return cases + seam_sweep(capabilities, backend, dtypes, masked=masked, size=caps) if specials else cases
+    cases = cases + seam_sweep(capabilities, backend, dtypes, masked=masked, size=caps) if specials else cases
+    if scaled:  # the scales and the biases in turn, over every case
+        cases = [replace(case, scale=ATTENTION_SCALES[k % len(ATTENTION_SCALES)],
+                         bias=BIAS_CHOICES[k % len(BIAS_CHOICES)] if biased else None) for k, case in enumerate(cases)]
+    return cases
 
 
 def seam_sweep(capabilities: Capabilities, backend: str, dtypes, *, masked: bool = False,

@@ -67,9 +67,7 @@ def encode(value, payloads: list[torch.Tensor]):
     if isinstance(value, Mapping):
         return {"map": [[encode(k, payloads), encode(v, payloads)] for k, v in value.items()]}
     if isinstance(value, Call):
-        return {"call": {"x": encode(value.x, payloads), "dim": value.dim, "operation": encode(value.operation, payloads),
-                         "backend": value.backend, "mask": encode(value.mask, payloads),
-                         "grad": encode(value.grad, payloads)}}
+        return {"call": {f.name: encode(getattr(value, f.name), payloads) for f in dataclasses.fields(Call)}}
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         name = next((name for name, cls in records().items() if isinstance(value, cls)), None)
         if name is None:
@@ -101,9 +99,8 @@ def decode(data, payloads: list[torch.Tensor]):
         return frozenset(decode(v, payloads) for v in body)
     if tag == "map" and isinstance(body, list) and all(isinstance(p, list) and len(p) == 2 for p in body):
         return {decode(k, payloads): decode(v, payloads) for k, v in body}
-    if tag == "call" and isinstance(body, dict):
-        return Call(decode(body["x"], payloads), body["dim"], decode(body["operation"], payloads), body["backend"],
-                    decode(body["mask"], payloads), decode(body.get("grad"), payloads))
+    if tag == "call" and isinstance(body, dict) and set(body) <= {f.name for f in dataclasses.fields(Call)}:
+        return Call(**{name: decode(value, payloads) for name, value in body.items()})
     if tag == "record" and body in records() and isinstance(data.get("fields"), dict):
         cls = records()[body]
         known = {f.name for f in dataclasses.fields(cls)}

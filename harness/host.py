@@ -180,7 +180,8 @@ def hosted(selector: str, backend, limit: float | None, grace: float, breadcrumb
 
     def calling(runs: str):
         def call(x, *args, **kwargs):
-            description = described(spec, operation_named(runs, kwargs), x, dim_of(args, kwargs))
+            op = operation_named(runs, kwargs)
+            description = described(spec, op, x, dim_of(op, args, kwargs))
             busy = (x.device.type == "cuda" and torch.cuda.current_stream(x.device) != torch.cuda.default_stream(x.device))
             try:
                 y = answered(process, breadcrumbs, description, {

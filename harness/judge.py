@@ -20,6 +20,7 @@ import pytest
 import torch
 
 from oracles import backward, correctly_rounded, semantics
+from oracles import logits as scaled_logits
 from oracles.bounds import (PrecisionProfile, log_softmax_backward_bound, log_softmax_bound, softmax_backward_bound,
                             softmax_bound)
 from oracles.call import Call
@@ -127,8 +128,17 @@ def bounds(call: Call, oracle: OracleResult, fmt: Format, profile: PrecisionProf
     if call.operation.backward:
         y, grad = (as_rows(t, call.dim).double().numpy() for t in (call.x, call.grad))
         return (log_softmax_backward_bound if call.log else softmax_backward_bound)(y, grad, oracle.exact, fmt, profile)
+    logits = as_rows(call.logits, call.dim).double().numpy()
+    if call.operation.scaled:
+        ar = profile.arithmetic
+        x = as_rows(call.x, call.dim).double().numpy()
+        bias = None if call.bias is None else as_rows(call.bias.expand(call.x.shape), call.dim).double().numpy()
+        formed = scaled_logits.candidates(x, bias, call.scale, logits, format_of(call.x.dtype),
+                                          ar.scaled_logits if ar.known_construction else None, ar.compute,
+                                          ar.fused_multiply_add)
+        return softmax_bound(logits, oracle.exact, fmt, profile, formed)
     bound = log_softmax_bound if call.log else softmax_bound
-    return bound(as_rows(call.logits, call.dim).double().numpy(), oracle.exact, fmt, profile)
+    return bound(logits, oracle.exact, fmt, profile)
 
 
 @dataclass
@@ -260,6 +270,6 @@ def judge_softmax(kernel: KernelSpec, call: Call, y: torch.Tensor, *, replay: st
         kernel=measure(kernel.name, call, y, oracle, kernel.precision(call)),
         peer=measure(peer.name, call, peer.run(call), oracle, peer.precision(call)),
         fmt=format_of(expected_dtype), inputs=inputs,
-        logits=inputs if call.mask is None else as_rows(call.logits, call.dim),
+        logits=inputs if call.logits is x else as_rows(call.logits, call.dim),
         rounded=oracle.rounded, exact=oracle.exact, escalated=oracle.escalated, replay=replay, command=command,
     )

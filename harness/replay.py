@@ -36,7 +36,7 @@ from report.text import printable
 
 from .backend import CHOICES, BackendError, activate
 
-RECIPES = ("Case", "Values", "Layout", "Specials", "Mask", "Seam")
+RECIPES = ("Case", "Values", "Layout", "Specials", "Mask", "Seam", "Bias")
 PREFIX = "replay in one step: "  # how a failure introduces the command; the reports find it by this
 NOT_A_CASE = "CASE: not a Case(...) as a failure prints it"
 LITERAL_TYPES = (int, float, str, bool, type(None))  # not bytes, complex or Ellipsis: no recipe holds them
@@ -119,7 +119,10 @@ def _field_rules(recipes: dict[str, type], dtypes: dict[str, object]):
             "seam": (_instance_of(recipes["Seam"], optional=True), "a Seam(...) or None"),
             "grad": (_instance_of(recipes["Values"], optional=True), "a Values(...) or None"),
             "grad_layout": (_instance_of(recipes["Layout"], optional=True), "a Layout(...) or None"),
+            "scale": (_optional(_is_number), "a number or None"),
+            "bias": (_instance_of(recipes["Bias"], optional=True), "a Bias(...) or None"),
         },
+        "Bias": {"kind": (_is_str, "a bias kind's name"), "spans": (_is_str, "a span's name")},
         "Values": {"kind": (_is_str, "a value class's name"), "scale": (_is_number, "a number")},
         "Layout": {"order": ints, "steps": ints, "pad": (_is_int, "an int"), "offset": (_is_int, "an int"),
                    "expanded": ints},
@@ -160,6 +163,10 @@ def _is_seed(value) -> bool:
 
 def _is_share(value) -> bool:
     return _is_number(value) and 0 <= value <= 1  # NaN fails
+
+
+def _optional(check):
+    return lambda value: value is None or check(value)
 
 
 def _one_of(allowed: tuple):

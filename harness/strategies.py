@@ -26,8 +26,11 @@ The building blocks:
   padding, block-sparse: :mod:`harness.seams`);
 * :func:`fitting_seams`: special values at the seams of tiled kernels' rows (whole tiles of -inf, heads and tails a
   tile plus or minus one long, lone NaN / inf at a tile's first and last element): :mod:`harness.seams`;
+* :func:`scales` and :func:`biases`: attention's scales (1/sqrt(d), fp32) and additive biases (small floats,
+  ALiBi's slopes, paddings of -10000 and -inf, broadcast over rows or not);
 * :func:`cases`: all of the above within one kernel's declared capabilities; for a backward, a gradient of
-  any value class too (its input is the forward's output: :meth:`Case.call`).
+  any value class too (its input is the forward's output: :meth:`Case.call`); for a scaled softmax, a scale and
+  (biased) a bias.
 
 Each value class, layout and class of special values is defined once
 (:data:`VALUE_CLASSES`, :data:`FEATURES` and :data:`LAYOUT_CLASSES`,
@@ -56,6 +59,7 @@ from .seams import PLACEMENTS, Seam, tiles
 SAFE_SOFTMAX = Operation(name="masked_softmax", masked=True)
 LOG_SOFTMAX_FORWARD = Operation(name="log_softmax", log=True)
 GRAD_SEED = 0x9E3779B9  # mixed into a case's seed for its gradient's values, drawn apart from its logits'
+BIAS_SEED = 0x85EBCA6B  # the same for a bias's values
 
 PRIMES = (2, 3, 5, 7, 13, 31, 61, 127, 251, 509, 1021, 2039, 4093, 8191, 16381, 32749, 65521)
 
@@ -596,6 +600,92 @@ def masks() -> st.SearchStrategy[Mask]:
     return st.builds(Mask, keep=st.sampled_from([0.05, 0.5, 0.95, 1.0]), empty_rows=st.sampled_from([0.0, 0.2, 1.0]))
 
 
+# ---------------------------------------------------------------------------- scales and biases
+
+# Attention's scales 1/sqrt(d) for head sizes d people use, as fp32 (a kernel receives an fp32 scale), and 1.
+ATTENTION_SCALES = tuple(float(np.float32(1 / math.sqrt(d))) for d in (1, 2, 16, 40, 64, 80, 96, 128, 256))
+
+
+def scales() -> st.SearchStrategy[float]:
+    """Scales of a scaled softmax: attention's 1/sqrt(d), or any fp32 number in [2^-12, 1]; shrinks toward 1."""
+    return st.one_of(st.sampled_from(ATTENTION_SCALES), st.floats(2.0**-12, 1.0, width=32))
+
+
+BIAS_LIMIT = 2.0**14  # no bias value beyond it in magnitude but -inf: Case.call keeps scale * x + bias finite
+
+
+def _normal_bias(shape, n, g):  # relative-position biases: small floats of either sign
+    return torch.randn(shape, generator=g, dtype=torch.float64) * 4
+
+
+def _alibi_bias(shape, n, g):  # ALiBi: slope * j along the row (its -slope * i part is constant in a row)
+    slope = 2.0 ** -int(torch.randint(1, 9, (), generator=g))
+    return torch.arange(n, dtype=torch.float64).expand(shape) * slope
+
+
+def _padding(fill: float):
+    def make(shape, n, g):  # the trailing columns of some rows, and some whole rows, at ``fill``
+        pad = torch.randint(0, n + 1, (*shape[:-1], 1), generator=g)
+        whole = torch.rand((*shape[:-1], 1), generator=g) < 0.25
+        padded = (torch.arange(n).expand(shape) >= n - pad) | whole
+        return torch.zeros(shape, dtype=torch.float64).masked_fill(padded, fill)
+    return make
+
+
+BIAS_KINDS: dict[str, Callable] = {
+    "normal": _normal_bias,
+    "alibi": _alibi_bias,
+    "padding": _padding(-10000.0),  # Megatron's and BERT's additive mask
+    "neg_inf_padding": _padding(-math.inf),  # scaled_dot_product_attention's float mask
+}
+# Which dims of x a bias spans (the others broadcast): one row for every row, every row its own, or all but the
+# first (a batch dim broadcast over, as an attention bias over heads and queries is).
+BIAS_SPANS = ("row", "full", "all_but_first")
+
+
+@dataclass(frozen=True)
+class Bias:
+    """An additive bias: ``kind`` of values (:data:`BIAS_KINDS`) over the dims ``spans`` names (:data:`BIAS_SPANS`),
+    contiguous, in x's dtype, broadcast to x's shape by the kernel."""
+
+    kind: str = "normal"
+    spans: str = "row"
+
+    def __post_init__(self) -> None:
+        if self.kind not in BIAS_KINDS:
+            raise ValueError(f"Bias.kind must be one of {', '.join(BIAS_KINDS)}; got {self.kind!r}")
+        if self.spans not in BIAS_SPANS:
+            raise ValueError(f"Bias.spans must be one of {', '.join(BIAS_SPANS)}; got {self.spans!r}")
+
+    def shape(self, shape: tuple[int, ...], dim: int) -> tuple[int, ...]:
+        if self.spans == "full":
+            return shape
+        if self.spans == "all_but_first":
+            return (1, *shape[1:]) if len(shape) > 1 else shape
+        return tuple(n if d == dim % len(shape) else 1 for d, n in enumerate(shape))
+
+    def sample(self, shape: tuple[int, ...], dim: int, dtype: torch.dtype, g: torch.Generator) -> torch.Tensor:
+        own = self.shape(shape, dim)
+        dim = dim % len(own)
+        moved = (*own[:dim], *own[dim + 1:], own[dim])  # the row along the last axis
+        values = BIAS_KINDS[self.kind](moved, own[dim], g)
+        values = torch.where(values.isinf(), values, values.clamp(-BIAS_LIMIT, BIAS_LIMIT))  # -inf paddings stay
+        return values.movedim(-1, dim).to(dtype).contiguous()
+
+
+def biases() -> st.SearchStrategy[Bias]:
+    """Biases of every kind over every span; shrinks toward small normal values over one row."""
+    return st.builds(Bias, kind=st.sampled_from(tuple(BIAS_KINDS)), spans=st.sampled_from(BIAS_SPANS))
+
+
+def for_operation(capabilities: Capabilities, op: Operation) -> Capabilities:
+    """The inputs of ``op`` within ``capabilities``: a causal softmax's have two dims or more and normalise over
+    the last."""
+    if not op.causal:
+        return capabilities
+    return replace(capabilities, ranks=frozenset(capabilities.ranks or {1, 2, 3, 4}) - {1}, last_dim_only=True)
+
+
 def fitting_seams(longest: dict[int, int]) -> list[Seam]:
     """Every placement at every tile whose row fits (``longest``: tile -> the longest row a seam there may take),
     the first placement (a first tile of -inf) at the smallest tile first."""
@@ -624,20 +714,29 @@ class Case:
     seam: Seam | None = None  # special values at tile seams, placed after the specials
     grad: Values | None = None  # a backward's gradient with respect to the softmax's output
     grad_layout: Layout | None = None  # the gradient's own layout (autograd hands kernels any); None: x's
+    scale: float | None = None  # a scaled softmax's scale
+    bias: Bias | None = None  # a biased softmax's bias
 
     def make(self, device="cpu") -> tuple[torch.Tensor, torch.Tensor | None]:
+        logits, g = self.logits()
+        x = self.place(logits, device)
+        keep = None if self.mask is None else self.mask.sample(self.shape, self.dim, g).to(device)
+        return x, keep
+
+    def logits(self) -> tuple[torch.Tensor, torch.Generator]:
+        """The input's values (contiguous, on the CPU), and the generator that drew them, to draw the mask next."""
         g = torch.Generator().manual_seed(self.seed)
         logits = self.specials.apply(self.values.sample(self.shape, self.dtype, self.dim, g), self.dim, g)
         if self.seam is not None:
             logits = self.seam.apply(logits, self.dim)
-        x = self.place(logits, device)
-        keep = None if self.mask is None else self.mask.sample(self.shape, self.dim, g).to(device)
-        return x, keep
+        return logits, g
 
     def call(self, op: Operation, backend: str, device="cpu") -> Call:
         """The call of ``op`` on this case's input on ``backend``.  A backward's input is the forward's output: the
         correctly rounded softmax (safe: a row of -inf gives zeros) or log_softmax of the logits, in their layout,
         with the values of ``grad``, scaled down so that nothing overflows, in ``grad_layout`` (or the same)."""
+        if op.scaled:
+            return self.scaled_call(op, backend, device)
         x, keep = self.make(device)
         if not op.backward:
             return Call(x, self.dim, op, backend, keep)
@@ -656,6 +755,22 @@ class Case:
             self.dtype)
         grad_layout = self.grad_layout or self.layout or self.packed
         return Call(self.place(moved.to(self.dtype), device), self.dim, op, backend, grad=grad_layout.view(grad, device))
+
+    def scaled_call(self, op: Operation, backend: str, device="cpu") -> Call:
+        """The call of the scaled softmax ``op`` on this case's input with its scale (and bias, its values seeded apart).
+        A biased call's finite logits beyond (max - 2^15) / scale in magnitude are brought to it, so that
+        scale * x + bias, with the bias within BIAS_LIMIT, stays finite in the input dtype: past its range the softmax
+        of an input-dtype expression (torch's eager one) is of infinities, and no construction is wrong to give them."""
+        if self.scale is None or (op.biased and self.bias is None):
+            raise ValueError(f"Case.scale{' and Case.bias' if op.biased else ''}: {op.name} takes them; the case has "
+                             f"scale={self.scale!r}, bias={self.bias!r}")
+        values, _ = self.logits()
+        if not op.biased:
+            return Call(self.place(values, device), self.dim, op, backend, scale=self.scale)
+        limit = (torch.finfo(self.dtype).max - 2.0**15) / self.scale
+        values = torch.where(values.isfinite() & (values.abs() > limit), values.sign() * limit, values).to(self.dtype)
+        bias = self.bias.sample(self.shape, self.dim, self.dtype, torch.Generator().manual_seed(self.seed ^ BIAS_SEED))
+        return Call(self.place(values, device), self.dim, op, backend, scale=self.scale, bias=bias.to(device))
 
     def place(self, values: torch.Tensor, device="cpu") -> torch.Tensor:
         """``values`` (of this case's shape) in this case's layout on ``device``: same strides and offset, so
@@ -716,9 +831,11 @@ def seam_rows(capabilities: Capabilities, backend: str, dtype: torch.dtype, caps
 
 @st.composite
 def cases(draw, capabilities: Capabilities, backend: str, *, dtypes=None, masked: bool = False,
-          specials: bool = True, backward: bool = False, size: SizeCaps | None = None) -> Case:
+          specials: bool = True, backward: bool = False, scaled: bool = False, biased: bool = False,
+          size: SizeCaps | None = None) -> Case:
     """Inputs inside ``capabilities`` on ``backend``, of every shape, layout and value class (``backward``: with a
-    gradient of any value class)."""
+    gradient of any value class; ``scaled``: with a scale; ``biased``: and a bias).  A causal softmax's inputs are
+    those of :func:`for_operation`'s capabilities."""
     caps = size or SIZE_CAPS[backend]
     dtype = draw(st.sampled_from(usable_dtypes(capabilities, dtypes)))
     boundaries = tuple(capabilities.path_boundaries.get(backend, ()))
@@ -747,4 +864,6 @@ def cases(draw, capabilities: Capabilities, backend: str, *, dtypes=None, masked
         grad=draw(value_classes()) if backward else None,
         grad_layout=draw(layouts(len(shape), dim, unit_row_stride=capabilities.unit_row_stride,
                                  expandable=not capabilities.in_place)) if backward else None,
+        scale=draw(scales()) if scaled else None,
+        bias=draw(biases()) if biased else None,
     )

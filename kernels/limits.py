@@ -91,6 +91,23 @@ class InputLimits:
             raise ValueError(f"grad must have y's shape {tuple(y.shape)}, dtype {y.dtype} and device {y.device}; got "
                              f"{tuple(grad.shape)} {grad.dtype} on {grad.device}")
 
+    def check_scaled(self, x: torch.Tensor, dim: int, scale: float, bias: torch.Tensor | None = None) -> None:
+        """Raise the clear error for a scaled softmax's (x, dim, scale, bias): x within these limits, a finite scale
+        above 0 that fp32 holds (it is passed to the kernel as fp32), a bias of x's dtype and device that
+        broadcasts to x's shape."""
+        self.check(x, dim)
+        if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not 0 < scale < float("inf"):
+            raise ValueError(f"scale must be a finite number above 0; got {scale!r}")
+        if not 2.0**-126 <= scale <= torch.finfo(torch.float32).max:
+            raise ValueError(f"scale must lie among fp32's normal numbers (it is passed as fp32); got {scale!r}")
+        if bias is None:
+            return
+        if not isinstance(bias, torch.Tensor) or bias.dtype != x.dtype or bias.device != x.device:
+            raise TypeError(f"bias must be a torch.Tensor of x's dtype {x.dtype} on {x.device}; got "
+                            f"{getattr(bias, 'dtype', type(bias).__name__)}")
+        if any(b not in (1, n) for b, n in zip(reversed(bias.shape), reversed(x.shape))) or bias.dim() > x.dim():
+            raise ValueError(f"bias of shape {tuple(bias.shape)} does not broadcast to x's shape {tuple(x.shape)}")
+
 
 def dense(x: torch.Tensor) -> bool:
     """Whether x has strides to read it by (not sparse, not nested)."""

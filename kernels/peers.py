@@ -7,9 +7,13 @@
 * ``flag_gems``: FlagGems' softmax, log_softmax and their backwards
   (``flag_gems.ops``): any dim, fp32/fp16/bf16, and fp32 output of half input
   (``half_to_float``).
+* ``flag_gems_scaled``: FlagGems' scaled softmax (``flag_gems.ops.scaled_softmax_forward``,
+  Megatron's ``scaled_softmax``): softmax(scale * x) over the last dim of a 4-D tensor, fp16/bf16,
+  rows of up to 16384 (its softmax is the same with a scale of 1).
 * ``inductor``: ``torch.compile`` (``dynamic=True``) of torch.softmax,
   torch.log_softmax and their backwards (``torch._softmax_backward_data``,
-  ``torch._log_softmax_backward_data``): the Triton kernels Inductor generates
+  ``torch._log_softmax_backward_data``), and of the eager expressions of the
+  scaled, biased and causal softmaxes: the Triton kernels Inductor generates
   on GPUs.
 * ``quack``: QuACK's softmax (``quack.softmax``, quack-kernels 0.6.5), written
   in NVIDIA's CuTe DSL for Hopper and Blackwell, not Triton: the last dim,
@@ -90,6 +94,33 @@ def flag_gems_log_softmax_backward(grad: torch.Tensor, y: torch.Tensor, dim: int
     return importlib.import_module("flag_gems.ops").log_softmax_backward(grad, y, dim, y.dtype)
 
 
+# Its own asserts: 4-D, fp16/bf16, rows of at most 16384 (a multiple of 8, more than one query: the adapter pads
+# those, below).
+FLAG_GEMS_SCALED = InputLimits(dtypes=frozenset({torch.float16, torch.bfloat16}), ranks=frozenset({4}),
+                               last_dim_only=True, max_row_length={"cuda": 16384, "npu": 16384})
+FLAG_GEMS_SCALED_ROW_MULTIPLE = 8
+
+
+def flag_gems_scaled_softmax(x: torch.Tensor, scale: float, dim: int = -1) -> torch.Tensor:
+    """softmax(scale * x) by FlagGems' scaled_softmax_forward.  It asserts a row length that is a multiple of 8 and
+    more than one query per head: the adapter pads a row with -inf (which adds nothing to a sum) and a lone query
+    with a copy of itself, then returns the part asked for; an input that fits goes in as given, layout and all."""
+    FLAG_GEMS_SCALED.check_scaled(x, dim, scale)
+    if not x.numel():
+        return torch.empty_like(x)
+    padding = -x.size(-1) % FLAG_GEMS_SCALED_ROW_MULTIPLE
+    given = torch.nn.functional.pad(x, (0, padding), value=-math.inf) if padding else x
+    if given.size(2) == 1:
+        given = torch.cat([given, given], dim=2)
+    y = importlib.import_module("flag_gems.ops").scaled_softmax_forward(given, scale)
+    return y[:, :, :x.size(2), :x.size(3)] if y.shape != x.shape else y
+
+
+def flag_gems_softmax_by_scaled(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
+    """softmax(x): the scaled softmax with a scale of 1."""
+    return flag_gems_scaled_softmax(x, 1.0, dim)
+
+
 # ---------------------------------------------------------------------------- Inductor
 
 INDUCTOR = InputLimits(dtypes=FLOATING)
@@ -129,6 +160,36 @@ def inductor_softmax_backward(grad: torch.Tensor, y: torch.Tensor, dim: int) -> 
 def inductor_log_softmax_backward(grad: torch.Tensor, y: torch.Tensor, dim: int) -> torch.Tensor:
     INDUCTOR.check_backward(grad, y, dim)
     return compiled(log_softmax_backward_data)(grad, y, dim)
+
+
+def scaled_expression(x: torch.Tensor, scale: float, dim: int) -> torch.Tensor:
+    return torch.softmax(x * scale, dim)
+
+
+def biased_expression(x: torch.Tensor, bias: torch.Tensor, scale: float, dim: int) -> torch.Tensor:
+    return torch.softmax(x * scale + bias, dim)
+
+
+def causal_expression(x: torch.Tensor, scale: float) -> torch.Tensor:
+    above = torch.ones(x.shape[-2:], dtype=torch.bool, device=x.device).triu(1)
+    return torch.softmax((x * scale).masked_fill(above, -torch.inf), -1)
+
+
+def inductor_scaled_softmax(x: torch.Tensor, scale: float, dim: int) -> torch.Tensor:
+    INDUCTOR.check_scaled(x, dim, scale)
+    return compiled(scaled_expression)(x, scale, dim)
+
+
+def inductor_biased_softmax(x: torch.Tensor, bias: torch.Tensor, scale: float, dim: int) -> torch.Tensor:
+    INDUCTOR.check_scaled(x, dim, scale, bias)
+    return compiled(biased_expression)(x, bias, scale, dim)
+
+
+def inductor_causal_softmax(x: torch.Tensor, scale: float) -> torch.Tensor:
+    INDUCTOR.check_scaled(x, -1, scale)
+    if x.dim() < 2:
+        raise ValueError(f"x must have at least 2 dims (rows and columns of the causal mask); got {x.dim()}")
+    return compiled(causal_expression)(x, scale)
 
 
 # ---------------------------------------------------------------------------- QuACK

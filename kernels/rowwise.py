@@ -60,9 +60,18 @@ LOG_BACKWARD_SOFTMAX_DOT = tl.constexpr(28)
 LOG_BACKWARD_Y_FOR_EXP = tl.constexpr(29)
 LOG_BACKWARD_EXP_IN_INPUT_DTYPE = tl.constexpr(30)
 BACKWARD_GRAD_WITH_Y_STRIDES = tl.constexpr(31)
+# Bugs of the scaled softmax (rowwise_scaled_softmax_kernel):
+SCALE_AFTER_MAX_IN_INPUT_DTYPE = tl.constexpr(32)
+SCALE_IN_INPUT_DTYPE = tl.constexpr(33)
+CAUSAL_DIAGONAL_OFF_BY_ONE = tl.constexpr(34)
+BIAS_OF_FIRST_ROW = tl.constexpr(35)
+BIAS_NEG_INF_AS_FINITE = tl.constexpr(36)
 BACKWARD_MUTATIONS = frozenset(code.value for code in (
     BACKWARD_BF16_DOT, BACKWARD_SUM_OF_GRAD, BACKWARD_DOT_MISSES_LAST, BACKWARD_DIFFERENCE_IN_INPUT_DTYPE,
     LOG_BACKWARD_SOFTMAX_DOT, LOG_BACKWARD_Y_FOR_EXP, LOG_BACKWARD_EXP_IN_INPUT_DTYPE, BACKWARD_GRAD_WITH_Y_STRIDES))
+SCALED_MUTATIONS = frozenset(code.value for code in (
+    SCALE_AFTER_MAX_IN_INPUT_DTYPE, SCALE_IN_INPUT_DTYPE, CAUSAL_DIAGONAL_OFF_BY_ONE, BIAS_OF_FIRST_ROW,
+    BIAS_NEG_INF_AS_FINITE))
 
 WRAP = tl.constexpr(1 << 14)  # offsets wrap here instead of at 2^31, so that CPU-sized inputs show the bug
 ROW_WRAP = tl.constexpr(1 << 8)  # a narrow row index wraps here (standing for 2^16), within CPU-sized inputs
@@ -213,6 +222,51 @@ def _softmax_backward_row(g, y, cols, n_cols, g_ptr, MUTATION: tl.constexpr):
     return y * difference
 
 
+# A scale arrives as an fp32 argument: none is specialised (Triton would compile another variant for a scale of 1).
+@triton.jit(do_not_specialize=["scale", "n_rows", "n_cols", "x_row_stride", "x_col_stride", "b_row_stride",
+                               "b_col_stride", "y_row_stride", "y_col_stride"])
+def rowwise_scaled_softmax_kernel(y_ptr, x_ptr, b_ptr, scale, n_rows, n_cols, x_row_stride, x_col_stride, b_row_stride,
+                                  b_col_stride, y_row_stride, y_col_stride, BLOCK: tl.constexpr,
+                                  BIASED: tl.constexpr, CAUSAL: tl.constexpr, MUTATION: tl.constexpr):
+    """softmax(scale * x + bias) per row in fp32 (the product and the sum formed in fp32), entries past the diagonal
+    -inf where CAUSAL (column j of row i, j > i), the row in one block."""
+    cols = tl.arange(0, BLOCK)
+    wide_cols = cols.to(tl.int64)
+    mask = cols < n_cols
+    for row in tl.range(tl.program_id(0), n_rows, tl.num_programs(0)):
+        row = row + tl.zeros([1], tl.int64)
+        x = tl.load(x_ptr + row * x_row_stride + wide_cols * x_col_stride, mask=mask, other=-float("inf"))
+        if MUTATION == SCALE_AFTER_MAX_IN_INPUT_DTYPE:  # (x - max) in the input dtype, then scaled
+            x = x.to(tl.float32)
+            z = (x - tl.max(x, axis=0)).to(x_ptr.dtype.element_ty).to(tl.float32) * scale
+        else:
+            z = x.to(tl.float32) * scale
+        if MUTATION == SCALE_IN_INPUT_DTYPE:
+            z = z.to(x_ptr.dtype.element_ty).to(tl.float32)
+        if BIASED:
+            bias_row = row
+            if MUTATION == BIAS_OF_FIRST_ROW:  # as if the bias were one row broadcast over all
+                bias_row = row * 0
+            bias = tl.load(b_ptr + bias_row * b_row_stride + wide_cols * b_col_stride, mask=mask, other=0.0)
+            bias = bias.to(tl.float32)
+            if MUTATION == BIAS_NEG_INF_AS_FINITE:
+                bias = tl.maximum(bias, -1e4)
+            z = z + bias
+        if CAUSAL:
+            above = cols > row
+            if MUTATION == CAUSAL_DIAGONAL_OFF_BY_ONE:
+                above = cols > row + 1
+            z = tl.where(above, -float("inf"), z)
+        z = tl.where(mask, z, -float("inf"))
+        numerator = tl.exp(z - tl.max(z, axis=0))
+        y = numerator / tl.sum(numerator, axis=0)
+        offsets = row * y_row_stride + wide_cols * y_col_stride
+        if y_ptr.dtype.element_ty == tl.bfloat16:
+            tl.store(y_ptr + offsets, _to_bfloat16(y, False), mask=mask)
+        else:
+            tl.store(y_ptr + offsets, y, mask=mask)
+
+
 LIMITS = InputLimits(
     dtypes=HALF_AND_SINGLE,
     ranks=frozenset({2}),
@@ -244,7 +298,7 @@ def launch(x: torch.Tensor, dim: int, mutation: tl.constexpr) -> torch.Tensor:
     programs = min(compute_units(x.device), n_rows)
     rowwise_softmax_kernel[(programs,)](
         y, x, n_rows, n_cols, *x.stride(), *y_strides, storage_extent(x),
-        BLOCK=triton.next_power_of_2(n_cols), MUTATION=own(mutation, backward=False),
+        BLOCK=triton.next_power_of_2(n_cols), MUTATION=own(mutation, "forward"),
     )
     return y
 
@@ -264,16 +318,21 @@ def launch_backward(grad: torch.Tensor, y: torch.Tensor, dim: int, mutation: tl.
         return dx
     rowwise_softmax_backward_kernel[(min(compute_units(y.device), n_rows),)](
         dx, grad, y, n_rows, n_cols, *grad.stride(), *y.stride(), *dx.stride(),
-        BLOCK=triton.next_power_of_2(n_cols), LOG=log, MUTATION=own(mutation, backward=True),
+        BLOCK=triton.next_power_of_2(n_cols), LOG=log, MUTATION=own(mutation, "backward"),
     )
     return dx
 
 
-def own(mutation: tl.constexpr, *, backward: bool) -> int:
-    """The code the forward (or the backward) kernel compiles with: ``mutation`` where it is one of that kernel's
-    bugs, else CORRECT, so that the mutants of the other kernel share its correct compile (each code is a compile
-    of its own per dtype and block: 28 mutants of each kernel, compiled again on every device run)."""
-    return mutation.value if (mutation.value in BACKWARD_MUTATIONS) == backward else CORRECT.value
+def kernel_of(code: int) -> str:
+    """Which kernel a mutation code plants its bug in: "forward", "backward" or "scaled"."""
+    return "backward" if code in BACKWARD_MUTATIONS else "scaled" if code in SCALED_MUTATIONS else "forward"
+
+
+def own(mutation: tl.constexpr, kernel: str) -> int:
+    """The code ``kernel`` (:func:`kernel_of`) compiles with: ``mutation`` where it is one of that kernel's bugs,
+    else CORRECT, so that the mutants of the other kernels share its correct compile (each code is a compile of its
+    own per dtype and block: 37 mutants, compiled again on every device run)."""
+    return mutation.value if kernel_of(mutation.value) == kernel else CORRECT.value
 
 
 def softmax_backward(grad: torch.Tensor, y: torch.Tensor, dim: int = -1) -> torch.Tensor:
@@ -286,3 +345,39 @@ def log_softmax_backward(grad: torch.Tensor, y: torch.Tensor, dim: int = -1) -> 
     """The logits' gradient from the log_softmax's output ``y`` and the gradient ``grad`` with respect to it (2-D,
     any strides): grad - exp(y) * sum(grad) per row."""
     return launch_backward(grad, y, dim, CORRECT, log=True)
+
+
+def launch_scaled(x: torch.Tensor, scale: float, dim: int, mutation: tl.constexpr, bias: torch.Tensor | None = None,
+                  causal: bool = False) -> torch.Tensor:
+    LIMITS.check_scaled(x, dim, scale, bias)
+    require_triton_device(x)
+    if bias is not None:
+        bias = bias.expand(x.shape)  # a view: stride 0 along the dims it broadcasts over
+    n_rows, n_cols = x.shape
+    y = torch.empty((n_rows, n_cols), dtype=x.dtype, device=x.device)
+    if x.numel() == 0:
+        return y
+    # No fused multiply-add: contracted into the max subtraction, scale * x would go unrounded against its rounded
+    # maximum, and the row's largest entry would get the product's rounding error as its gap, |scale * x| 2^-24:
+    # past 2^31 that overflows exp, and a row of one logit of 2e37 came out NaN on an H100.
+    rowwise_scaled_softmax_kernel[(min(compute_units(x.device), n_rows),)](
+        y, x, x if bias is None else bias, scale, n_rows, n_cols, *x.stride(), *(x if bias is None else bias).stride(),
+        *y.stride(), BLOCK=triton.next_power_of_2(n_cols), BIASED=bias is not None, CAUSAL=causal,
+        MUTATION=own(mutation, "scaled"), enable_fp_fusion=False,
+    )
+    return y
+
+
+def scaled_softmax(x: torch.Tensor, scale: float, dim: int = -1) -> torch.Tensor:
+    """softmax(scale * x) of a 2-D tensor of any strides, the product in fp32."""
+    return launch_scaled(x, scale, dim, CORRECT)
+
+
+def biased_softmax(x: torch.Tensor, bias: torch.Tensor, scale: float, dim: int = -1) -> torch.Tensor:
+    """softmax(scale * x + bias), ``bias`` broadcast to x's shape, the product and the sum in fp32."""
+    return launch_scaled(x, scale, dim, CORRECT, bias=bias)
+
+
+def causal_softmax(x: torch.Tensor, scale: float) -> torch.Tensor:
+    """softmax(scale * x) over the last dim, column j of row i masked where j > i."""
+    return launch_scaled(x, scale, -1, CORRECT, causal=True)

@@ -6,7 +6,8 @@ Masked softmax is torch's safe softmax (``torch._safe_softmax``, the op
 behind scaled_dot_product_attention's masking) applied after masked_fill.
 The wrappers only turn torch's refusals (RuntimeError for integer dtypes,
 IndexError for a bad dim) into the TypeError / ValueError the suite asks of
-every kernel; the numbers are torch's.
+every kernel; the numbers are torch's.  The scaled softmaxes are the eager expressions people write
+(``softmax(x * scale + bias)``), each op rounding to the input dtype.
 """
 
 import torch
@@ -34,6 +35,26 @@ def masked_softmax(x: torch.Tensor, mask: torch.Tensor, dim: int, out_dtype: tor
     return torch._safe_softmax(x.masked_fill(~mask, -torch.inf), dim, dtype=out_dtype)
 
 
+def scaled_softmax(x: torch.Tensor, scale: float, dim: int) -> torch.Tensor:
+    """softmax(x * scale), eager."""
+    LIMITS.check_scaled(x, dim, scale)
+    return torch.softmax(x * scale, dim)
+
+
+def biased_softmax(x: torch.Tensor, bias: torch.Tensor, scale: float, dim: int) -> torch.Tensor:
+    """softmax(x * scale + bias), eager: the bias broadcast to x's shape (an attention mask of -10000 or -inf, ALiBi)."""
+    LIMITS.check_scaled(x, dim, scale, bias)
+    return torch.softmax(x * scale + bias, dim)
+
+
+def causal_softmax(x: torch.Tensor, scale: float) -> torch.Tensor:
+    """softmax(x * scale) over the last dim with entry j of row i (the second-to-last index) masked where j > i, as
+    torch's scaled_dot_product_attention(is_causal=True) masks."""
+    LIMITS.check_scaled(x, -1, scale)
+    if x.dim() < 2:
+        raise ValueError(f"x must have at least 2 dims (rows and columns of the causal mask); got {x.dim()}")
+    above = torch.ones(x.shape[-2:], dtype=torch.bool, device=x.device).triu(1)
+    return torch.softmax((x * scale).masked_fill(above, -torch.inf), -1)
 
 def softmax_backward(grad: torch.Tensor, y: torch.Tensor, dim: int) -> torch.Tensor:
     """torch's softmax backward (``torch._softmax_backward_data``, what autograd runs): the logits' gradient from

@@ -126,6 +126,12 @@ class Arithmetic:
     # A softmax backward rounds its products grad * y to the input dtype, then computes tmp_j - y_j sum(tmp)
     # (torch's CUDA softmax_backward): the products of half inputs err by half an ulp of the half format each.
     backward_products_in_input: bool = False
+    # How a scaled softmax forms scale * x + bias (oracles/logits.py): "input" (each step rounded to the input
+    # dtype, as torch's eager ops), "compute" (in C) or "folded" (the scale folded into exp2's argument after the
+    # max subtraction).
+    scaled_logits: str = "compute"
+    # A product and the sum after it may be contracted into one fused multiply-add (Triton does on GPUs).
+    fused_multiply_add: bool = False
     # exp(x - max) is stored in the output dtype before the division (a double rounding).
     exp_rounded_to_output: bool = False
     # log, for log_softmax: |log~(S) - log S| <= log_ulps ulp(log S) + log_abs.
@@ -264,17 +270,24 @@ class SumTerms:
     a: np.ndarray  # relative error of each exponential
     w: np.ndarray  # relative error of the sum from its terms (per row)
     gamma: np.ndarray  # relative error of the sum from its additions (per row)
+    w_low: np.ndarray  # how far below S the terms may take the sum, relatively (per row): at most w, and below 1
 
 
 @numpy_defaults
-def sum_terms(x: np.ndarray, weights: np.ndarray, out: Format, profile: PrecisionProfile) -> SumTerms:
-    """Error terms of a row's sum of exponentials; ``weights`` are the exact softmax values."""
+def sum_terms(x: np.ndarray, weights: np.ndarray, out: Format, profile: PrecisionProfile,
+              formed: np.ndarray | None = None, slack: np.ndarray | float = 0.0) -> SumTerms:
+    """Error terms of a row's sum of exponentials; ``weights`` are the exact softmax values.  A kernel that forms
+    its logits itself (a scaled softmax: :mod:`oracles.logits`) subtracts the maximum of its ``formed`` logits, and
+    its gaps err by a further ``slack``: gap i errs by |rnd_C(formed_i - max formed) - (x_i - max formed)| + slack_i
+    (the shift cancels in the ratio)."""
     ar, c = profile.arithmetic, profile.arithmetic.compute
     u = c.unit_roundoff
     n = x.shape[-1]
     regular = np.isfinite(x) & np.isfinite(weights)
-    peak = np.max(np.where(regular, x, -np.inf), axis=-1, keepdims=True, initial=-np.inf)  # rows may be empty
+    formed = x if formed is None else formed
+    peak = np.max(np.where(regular, formed, -np.inf), axis=-1, keepdims=True, initial=-np.inf)  # rows may be empty
     gap = np.where(regular, x - peak, 0.0)
+    kernel_gap = np.where(regular, formed - peak, 0.0)
     # Past the underflow threshold the term is below C's smallest subnormal: it may be lost
     # entirely (relative error 1), and only its absolute error, a few subnormal ulps, counts.
     # For fp64 compute that threshold lies a little below where float64's own exp gives 0:
@@ -283,7 +296,8 @@ def sum_terms(x: np.ndarray, weights: np.ndarray, out: Format, profile: Precisio
         lost = (gap < -underflow_gap(c)) | (np.exp(gap) == 0)
     recovered = ar.exact_gap | (c == FP64)  # the gap's rounding is undone, or fp64 leaves at most 2^-53 |d|
     with np.errstate(over="ignore", invalid="ignore"):
-        gap_error = np.where(recovered, 0.0, np.abs(round_float64(gap, c) - gap)) + np.abs(gap) * 2.0**-53
+        gap_error = (np.where(recovered, np.abs(kernel_gap - gap), np.abs(round_float64(kernel_gap, c) - gap))
+                     + np.abs(gap) * 2.0**-53 + slack)
         gap_error = np.where(np.isfinite(gap), gap_error, np.inf)  # x - m overflowed float64 itself
     gap_rounding = np.where(lost, 0.0, gap_error)  # a lost term's rounding no longer matters to the sum
     tau = np.expm1(gap_rounding)
@@ -298,35 +312,63 @@ def sum_terms(x: np.ndarray, weights: np.ndarray, out: Format, profile: Precisio
     # An online sum rescales each term up to `rescales` times: an exp (c0 ulps) and a product each.
     rescale = profile.reduction.rescales(n) * (2 * ar.exp_ulps + 1) * u
     w = np.sum(np.where(regular, weights * (tau + a + rescale), 0.0), axis=-1, keepdims=True)
+    # Below, each term is at least e_i exp(-|t_i|) (1 - a_i - rescale), above 0 however large the gap's error.
+    w_low = 1 - np.sum(np.where(regular, weights * np.exp(-gap_rounding) * np.maximum(1 - a - rescale, 0.0), 0.0),
+                       axis=-1, keepdims=True)
     # -inf entries add exact zeros, which never round: k terms need at most k - 1 roundings.
     terms = np.sum(regular, axis=-1, keepdims=True)
     h = np.minimum(profile.reduction.depth(n), np.maximum(terms - 1, 0))
-    return SumTerms(regular, gap_error, gap_rounding, tau, exp_error, a, w, gamma_of(h, u))
+    return SumTerms(regular, gap_error, gap_rounding, tau, exp_error, a, w, gamma_of(h, u), w_low)
+
+
+def worst_terms(terms: list[SumTerms]) -> SumTerms:
+    """Each error term the largest of ``terms`` (of the same rows): the terms of a kernel that may take any of
+    several constructions."""
+    first = terms[0]
+    return SumTerms(first.regular, *(np.maximum.reduce([getattr(t, name) for t in terms])
+                                     for name in ("gap_error", "gap_rounding", "tau", "exp_error", "a", "w", "gamma",
+                                                  "w_low")))
 
 
 @numpy_defaults
-def softmax_bound(x: np.ndarray, exact: np.ndarray, out: Format, profile: PrecisionProfile) -> np.ndarray:
+def softmax_bound(x: np.ndarray, exact: np.ndarray, out: Format, profile: PrecisionProfile,
+                  formed: list[tuple[np.ndarray, np.ndarray]] | None = None) -> np.ndarray:
     """Per-element bound B_j, in ulps of ``out`` at the exact value (see the module docstring).
 
     ``x`` holds input rows (float64, last axis = softmax axis); ``exact`` the exact
     softmax to float64 accuracy.  Entries of rows decided by special values get
-    NaN: they are judged by exact equality, not by a bound.
+    NaN: they are judged by exact equality, not by a bound.  ``formed``: the logits a kernel forming them itself
+    may compute, each with its slack (:func:`oracles.logits.candidates`); the bound is the largest over them.
     """
     x = np.asarray(x, dtype=np.float64)
     f = np.asarray(exact, dtype=np.float64)
     ar, c = profile.arithmetic, profile.arithmetic.compute
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
-        t = sum_terms(x, f, out, profile)
-        head = (1 + t.tau + t.a) / ((1 - t.w) * (1 - t.gamma))
-        q = ar.div_ulps * ulp(f * head, c) / np.maximum(f, c.min_subnormal)
-        rho = head * (1 + q) - 1
+        t = worst_terms([sum_terms(x, f, out, profile, *candidate) for candidate in formed or [(None, 0.0)]])
+        if formed is None:
+            head = (1 + t.tau + t.a) / ((1 - t.w) * (1 - t.gamma))
+            q = ar.div_ulps * ulp(f * head, c) / np.maximum(f, c.min_subnormal)
+            rho = head * (1 + q) - 1
+        else:  # logits formed by the kernel may err by far more than a rounding: both ends, each in full
+            head = (1 + t.tau + t.a) / ((1 - t.w_low) * (1 - t.gamma))
+            q = ar.div_ulps * ulp(f * head, c) / np.maximum(f, c.min_subnormal)
+            low = np.minimum(1 - np.exp(-t.gap_rounding) * (1 - t.a) / ((1 + t.w) * (1 + t.gamma)) + q, 1.0)
+            rho = np.maximum(head * (1 + q) - 1, low)
         alpha = (t.exp_error + ar.div_ulps + 1) * c.min_subnormal
         if ar.flushes_subnormals:
             alpha = alpha + c.min_normal
         error = rho * f + alpha
         error = error + conversion_error(f * (1 + rho) + alpha, f * (1 - rho) - alpha, out, ar)
+        if formed is not None:
+            # Whatever its logits, y~_j = e~_j / S~ >= 0 and <= 1 but for roundings: S~ holds e~_j (or its exp taken
+            # again, within 2 c0 ulps each way, and rescaled), the division's, and the conversion to O's.
+            u = c.unit_roundoff
+            rescale = profile.reduction.rescales(x.shape[-1]) * (2 * ar.exp_ulps + 1) * u
+            most = (1 + 2 * ar.div_ulps * u) * (1 + 4 * ar.exp_ulps * u + rescale) / (1 - t.gamma)
+            error = np.fmin(error, np.maximum(f, most * (1 + 2 * out.unit_roundoff) - f) + alpha)
         bound = error / ulp(f, out)
-    return np.where(t.regular & (t.w < 1) & (t.gamma < 1), bound, np.where(t.regular, np.inf, np.nan))
+    bounded = t.w < 1 if formed is None else True  # a formed softmax's is capped
+    return np.where(t.regular & bounded & (t.gamma < 1), bound, np.where(t.regular, np.inf, np.nan))
 
 
 @numpy_defaults

@@ -169,6 +169,7 @@ def softmax(call: Call) -> OracleResult:
     Results are laid out as rows: ``x.movedim(dim, -1)`` flattened to 2-D.  They
     are rounded to the call's output dtype (default: x's dtype).  A mask (bool,
     x's shape, True = keep) makes masked entries -inf and fully masked rows zero.
+    A scaled softmax's are those of its logits, scale * x + bias (:attr:`Call.logits`).
     """
     x, dim, mask = call.x, call.dim, call.mask
     if not isinstance(x, torch.Tensor):
@@ -179,7 +180,7 @@ def softmax(call: Call) -> OracleResult:
         raise ValueError("x must have at least one dimension (softmax runs along one)")
     if not -x.dim() <= dim < x.dim():
         raise ValueError(f"dim must lie in [{-x.dim()}, {x.dim() - 1}] for shape {tuple(x.shape)}; got {dim}")
-    moved = x.detach().to("cpu", torch.float64).movedim(dim, -1)
+    moved = (call.logits if call.operation.scaled else x).detach().to("cpu", torch.float64).movedim(dim, -1)
     rows = moved.reshape(math.prod(moved.shape[:-1]), moved.shape[-1]).numpy()
     if mask is None:
         return softmax_rows(rows, fmt, log=call.log)

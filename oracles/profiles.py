@@ -123,26 +123,28 @@ TRITON_NVIDIA = Arithmetic(
     # [0,1), [1,4), [4,16), [16,64), [64,105) (about -0.4 + 0.15 |d|); div.full +0.053 (margin 0.016).
     exp_bias_ulps=0.5, exp_bias_per_gap=0.23, div_bias_ulps=0.1,
     flushes_subnormals=False, downcast_ulps=TO_NEAREST,
+    fused_multiply_add=True,  # Triton's enable_fp_fusion, on by default: a * b + c compiles to fma.rn.f32
 )
 TRITON_ASCEND = Arithmetic(
     "Triton on Ascend (unmeasured, conservative)", exp_ulps=4.0, exp_ulps_per_gap=2.0, div_ulps=3.0,
     log_ulps=4.0, log_abs=2.0**-20,
     exp_bias_ulps=4.0, div_bias_ulps=3.0, exp_bias_per_gap=0.25,  # unmeasured: worst cases, an exp2 of a product
     exp_of_zero_exact=False,  # unmeasured
-    flushes_subnormals=True,
+    flushes_subnormals=True, fused_multiply_add=True,  # unmeasured
 )
 TORCH_CPU = Arithmetic(
     "torch on CPU (Sleef exp, reciprocal and product)", exp_ulps=1.0, exp_ulps_per_gap=0.0, div_ulps=1.5,
     log_ulps=1.0, log_terms_in_output=True,
     exp_bias_ulps=0.01, div_bias_ulps=0.05,  # Sleef's exp: mean signed error measured within 0.0012 ulp
     flushes_subnormals=False, downcast_ulps=TO_NEAREST,
+    scaled_logits="input",  # softmax(x * scale + bias): each eager op rounds to the input dtype
 )
 TORCH_CPU_OTHER_DIMS = replace(TORCH_CPU, name="torch on CPU, not the last dim (exp stored in the output dtype)",
                                exp_rounded_to_output=True)
 TORCH_CUDA = Arithmetic(
     "torch on CUDA (expf)", exp_ulps=2.0, exp_ulps_per_gap=0.0, div_ulps=1.5, log_ulps=1.0,
     exp_bias_ulps=0.2, div_bias_ulps=0.05,  # expf: measured +0.15 at most; IEEE division
-    flushes_subnormals=False, downcast_ulps=TO_NEAREST,
+    flushes_subnormals=False, downcast_ulps=TO_NEAREST, scaled_logits="input",
     log_shift_rounded=True,  # LogSoftMaxForwardEpilogue: x - (max + log(sum)), found by the H100 soak
     # softmax_backward_cuda_out: tmp = grad * output, a tensor in the input dtype, then tmp - output * sum(tmp):
     # found by the H100 run of the backward (docs/findings/softmax-backward.md).
@@ -204,6 +206,7 @@ def loosest(name: str, arithmetics) -> Arithmetic:
         log_shift_rounded=False,  # a reported bug, never a correct kernel's construction: correct_construction
         backward_products_in_input=False,  # the same
         exact_gap=False,
+        fused_multiply_add=True,  # and scaled_logits any construction: known_construction is False
         log_result_ulps=max(a.log_result_ulps for a in arithmetics),
         compute=FP32,
         known_construction=False,
@@ -232,7 +235,7 @@ ABSOLUTE = ("log_abs",)
 # known_construction, which a kernel of unknown construction has not.
 LOOSENING = {"flushes_subnormals": True, "exp_of_zero_exact": False, "exp_rounded_to_output": True,
              "log_terms_in_output": True, "log_shift_rounded": True, "backward_products_in_input": True,
-             "known_construction": False}
+             "fused_multiply_add": True, "known_construction": False}
 DEFAULT_DOWNCAST = 1.0  # the conversion of a dtype that downcast_ulps does not list: toward zero (bounds.py)
 
 

@@ -48,6 +48,11 @@ BUG_CLASSES = {
     "log_backward_y_for_exp": "log_softmax backward: y for exp(y), the exp forgotten",
     "log_backward_half_exp": "log_softmax backward: exp(y) rounded to the input dtype before the product",
     "backward_grad_with_y_strides": "softmax backward: grad read with y's strides",
+    "scale_after_max_in_input_dtype": "scaled softmax: x - max rounded to the input dtype, then scaled",
+    "scale_in_input_dtype": "scaled softmax: scale * x rounded to the input dtype (declared: formed in fp32)",
+    "causal_diagonal_off_by_one": "causal softmax: the mask keeps one entry past the diagonal",
+    "bias_of_first_row": "biased softmax: every row takes the first row's bias (a broadcast assumed)",
+    "bias_neg_inf_as_finite": "biased softmax: a -inf bias clamped to -10000, so a row padded whole is uniform",
 }
 
 
@@ -67,12 +72,25 @@ def mutant(code, parent=rowwise, record=rowwise_record):
     def log_softmax_backward(grad, y, dim=-1):
         return parent.launch_backward(grad, y, dim, code, log=True)
 
+    def scaled_softmax(x, scale, dim=-1):
+        return parent.launch_scaled(x, scale, dim, code)
+
+    def biased_softmax(x, bias, scale, dim=-1):
+        return parent.launch_scaled(x, scale, dim, code, bias=bias)
+
+    def causal_softmax(x, scale):
+        return parent.launch_scaled(x, scale, -1, code, causal=True)
+
     if record.CAPABILITIES.backward:  # a code of the forward leaves the backward correct, and the reverse
         softmax.softmax_backward = softmax_backward
     if record.CAPABILITIES.log_softmax_backward:
         softmax.log_softmax_backward = log_softmax_backward
-    # Its bug lives in a backward, whose tests alone can catch it (tests/suite/test_mutation.py runs only those).
-    softmax.backward_only = code.value in getattr(parent, "BACKWARD_MUTATIONS", ())
+    for flag, function in (("scaled", scaled_softmax), ("biased", biased_softmax), ("causal", causal_softmax)):
+        if getattr(record.CAPABILITIES, flag):
+            setattr(softmax, function.__name__, function)
+    # The kernel its bug lives in: "forward", or rowwise's "backward" or "scaled", whose operations' tests alone can
+    # catch it (tests/suite/test_mutation.py runs only those).
+    softmax.kernel = getattr(parent, "kernel_of", lambda code: "forward")(code.value)
     softmax.capabilities = record.CAPABILITIES
     softmax.precision = record.precision
     softmax.parent = PARENTS[parent]
@@ -111,3 +129,8 @@ log_backward_softmax_dot = mutant(rowwise.LOG_BACKWARD_SOFTMAX_DOT)
 log_backward_y_for_exp = mutant(rowwise.LOG_BACKWARD_Y_FOR_EXP)
 log_backward_half_exp = mutant(rowwise.LOG_BACKWARD_EXP_IN_INPUT_DTYPE)
 backward_grad_with_y_strides = mutant(rowwise.BACKWARD_GRAD_WITH_Y_STRIDES)
+scale_after_max_in_input_dtype = mutant(rowwise.SCALE_AFTER_MAX_IN_INPUT_DTYPE)
+scale_in_input_dtype = mutant(rowwise.SCALE_IN_INPUT_DTYPE)
+causal_diagonal_off_by_one = mutant(rowwise.CAUSAL_DIAGONAL_OFF_BY_ONE)
+bias_of_first_row = mutant(rowwise.BIAS_OF_FIRST_ROW)
+bias_neg_inf_as_finite = mutant(rowwise.BIAS_NEG_INF_AS_FINITE)

@@ -27,7 +27,7 @@ class Declared(Operation):
     # kernel has it.
     flags: tuple[str, ...]
     # The KernelSpec callable that runs it, and the call's values it takes, in order (oracles.call.Call.arguments:
-    # x, y, mask, grad, dim); out_dtype=, when the entry has one, is passed as a keyword.
+    # x, y, mask, grad, scale, bias, dim); out_dtype=, when the entry has one, is passed as a keyword.
     runs: str
     arguments: tuple[str, ...] = ("x", "dim")
     what: str  # how a skip names it: "<kernel> declares no <what>"
@@ -58,6 +58,16 @@ LOG_SOFTMAX_BACKWARD = Declared(name="log_softmax_backward", log=True, backward=
                                 runs="log_softmax_backward", arguments=("grad", "y", "dim"),
                                 what="log_softmax backward", specials=False, first=True)
 
+# Attention's softmax: softmax(scale * x), its logits formed as the kernel declares (Arithmetic.scaled_logits,
+# oracles/logits.py); with an additive bias (a float mask of -10000 or -inf, ALiBi); with a causal mask (Megatron's
+# scaled_upper_triang_masked_softmax(x, scale), square or top-left aligned).
+SCALED_SOFTMAX = Declared(name="scaled_softmax", scaled=True, flags=("scaled",), runs="scaled_softmax",
+                          arguments=("x", "scale", "dim"), what="scaled softmax")
+BIASED_SOFTMAX = Declared(name="biased_softmax", scaled=True, biased=True, flags=("biased",), runs="biased_softmax",
+                          arguments=("x", "bias", "scale", "dim"), what="biased softmax")
+CAUSAL_SOFTMAX = Declared(name="causal_softmax", scaled=True, causal=True, flags=("causal",), runs="causal_softmax",
+                          arguments=("x", "scale"), what="causal softmax")
+
 OPERATIONS = {op.name: op for op in (SOFTMAX, MASKED_SOFTMAX, LOG_SOFTMAX, SOFTMAX_FP32_OUT, SOFTMAX_BACKWARD,
-                                     LOG_SOFTMAX_BACKWARD)}
+                                     LOG_SOFTMAX_BACKWARD, SCALED_SOFTMAX, BIASED_SOFTMAX, CAUSAL_SOFTMAX)}
 """Every operation by its name, in the order their accuracy tests run."""

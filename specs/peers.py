@@ -83,13 +83,23 @@ register(KernelSpec(
     description="FlagGems' softmax, log_softmax and their backwards (flag_gems.ops), any dim",
 ))
 register(KernelSpec(
+    name="flag_gems_scaled", softmax=peers.flag_gems_softmax_by_scaled, scaled_softmax=peers.flag_gems_scaled_softmax,
+    capabilities=Capabilities.extending(peers.FLAG_GEMS_SCALED, scaled=True),
+    clear_refusals=False, skip_reason=gpu_only("FlagGems needs a GPU runtime", missing("flag-gems", "flag_gems")),
+    by_default=False,
+    description="FlagGems' scaled softmax (flag_gems.ops.scaled_softmax_forward, Megatron's scaled_softmax): 4-D, "
+                "last dim, fp16/bf16",
+))
+register(KernelSpec(
     name="inductor", softmax=peers.inductor_softmax, log_softmax=peers.inductor_log_softmax,
     softmax_backward=peers.inductor_softmax_backward, log_softmax_backward=peers.inductor_log_softmax_backward,
+    scaled_softmax=peers.inductor_scaled_softmax, biased_softmax=peers.inductor_biased_softmax,
+    causal_softmax=peers.inductor_causal_softmax,
     capabilities=Capabilities.extending(peers.INDUCTOR, log_softmax=True, out_dtype=True, backward=True,
-                                        log_softmax_backward=True),
+                                        log_softmax_backward=True, scaled=True, biased=True, causal=True),
     clear_refusals=False, skip_reason=gpu_only("Inductor emits C++, not Triton, on the CPU"), by_default=False,
-    description="torch.compile(torch.softmax / log_softmax / their backwards, dynamic=True): Inductor's Triton "
-                "kernels",
+    description="torch.compile(torch.softmax / log_softmax / their backwards / the scaled, biased and causal "
+                "softmaxes' eager expressions, dynamic=True): Inductor's Triton kernels",
 ))
 register(KernelSpec(
     name="quack", softmax=peers.quack_softmax, capabilities=Capabilities.extending(peers.QUACK),

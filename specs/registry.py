@@ -5,8 +5,8 @@ checks that every input outside them raises a clear ``TypeError`` or
 ``ValueError``.  A kernel is any callable with the signature of
 ``torch.softmax(x, dim)``; ``--kernel package.module:function`` validates one
 that is not registered here.  Such a callable may carry a ``capabilities``
-attribute (and the callables of the operations it declares, ``log_softmax`` /
-``masked_softmax``: ``specs/operations.py``); without one it is held to the full
+attribute (and the callables of the operations it declares, ``log_softmax``,
+``masked_softmax``, ``scaled_softmax``...: ``specs/operations.py``); without one it is held to the full
 contract of ``torch.softmax``.  It may carry a ``precision`` attribute
 (``precision(call) -> PrecisionProfile``, ``call`` an :class:`oracles.call.Call`);
 without one it is judged with the loosest known arithmetic and an order-free
@@ -49,6 +49,9 @@ __all__ = ["ALL_INVARIANCES", "FLOATING", "HALF_AND_SINGLE", "INVARIANCES", "TOR
 Softmax = Callable[[torch.Tensor, int], torch.Tensor]
 MaskedSoftmax = Callable[[torch.Tensor, torch.Tensor, int], torch.Tensor]
 SoftmaxBackward = Callable[[torch.Tensor, torch.Tensor, int], torch.Tensor]  # (grad, y, dim) -> the logits' gradient
+ScaledSoftmax = Callable[[torch.Tensor, float, int], torch.Tensor]  # (x, scale, dim)
+BiasedSoftmax = Callable[[torch.Tensor, torch.Tensor, float, int], torch.Tensor]  # (x, bias, scale, dim)
+CausalSoftmax = Callable[[torch.Tensor, float], torch.Tensor]  # (x, scale), over the last dim
 
 INVARIANCES = {
     "batch": "a row's output does not depend on the rows launched with it",
@@ -89,6 +92,9 @@ class Capabilities(InputLimits):
     out_dtype: bool = False  # it takes out_dtype=torch.float32 for half inputs
     backward: bool = False  # it also provides softmax_backward(grad, y, dim)
     log_softmax_backward: bool = False  # it also provides log_softmax_backward(grad, y, dim)
+    scaled: bool = False  # it also provides scaled_softmax(x, scale, dim): softmax(scale * x)
+    biased: bool = False  # it also provides biased_softmax(x, bias, scale, dim): softmax(scale * x + bias)
+    causal: bool = False  # it also provides causal_softmax(x, scale): softmax(scale * x), causally masked
     # The bitwise invariances (INVARIANCES) promised on every device type; promises_by_device
     # replaces them on the device types it names.  None is assumed.
     promises: frozenset[str] = frozenset()
@@ -152,6 +158,9 @@ class KernelSpec:
     masked_softmax: MaskedSoftmax | None = None  # given exactly when capabilities.masked
     softmax_backward: SoftmaxBackward | None = None  # given exactly when capabilities.backward
     log_softmax_backward: SoftmaxBackward | None = None  # given exactly when capabilities.log_softmax_backward
+    scaled_softmax: ScaledSoftmax | None = None  # given exactly when capabilities.scaled
+    biased_softmax: BiasedSoftmax | None = None  # given exactly when capabilities.biased
+    causal_softmax: CausalSoftmax | None = None  # given exactly when capabilities.causal
     # precision(call): the precision profile of that call (oracles.call.Call: its input, dim,
     # operation, mask and backend), from which its error bounds are derived.
     precision: Callable[[Call], PrecisionProfile] = unknown_profile

@@ -14,14 +14,18 @@ from .registry import ALL_INVARIANCES, Capabilities, KernelSpec, register
 ARITHMETIC = {"cpu": replace(INTERPRETER, name="Triton interpreter (numpy), bf16 rounded to nearest by the kernel",
                              downcast_ulps=TO_NEAREST, subnormal_downcast_unreliable=frozenset())}
 
-CAPABILITIES = Capabilities.extending(rowwise.LIMITS, backward=True, log_softmax_backward=True,
-                                     promises=ALL_INVARIANCES)
+CAPABILITIES = Capabilities.extending(rowwise.LIMITS, backward=True, log_softmax_backward=True, scaled=True,
+                                     biased=True, causal=True, promises=ALL_INVARIANCES)
 
 
 def precision(call: Call) -> PrecisionProfile:
     """One tl.sum per row over the padded block (of the exponentials, or of a backward's products or gradient),
-    Triton's default 4 warps; bf16 outputs rounded to nearest."""
-    return triton_block_profile(call.backend, num_warps=4, arithmetic=ARITHMETIC.get(call.backend))
+    Triton's default 4 warps; bf16 outputs rounded to nearest; a scaled softmax's logits formed in fp32 (the
+    arithmetics' default construction), its kernel compiled without fused multiply-adds."""
+    profile = triton_block_profile(call.backend, num_warps=4, arithmetic=ARITHMETIC.get(call.backend))
+    if call.operation.scaled:
+        return replace(profile, arithmetic=replace(profile.arithmetic, fused_multiply_add=False))
+    return profile
 
 
 SPEC = register(KernelSpec(
@@ -29,9 +33,12 @@ SPEC = register(KernelSpec(
     softmax=rowwise.softmax,
     softmax_backward=rowwise.softmax_backward,
     log_softmax_backward=rowwise.log_softmax_backward,
+    scaled_softmax=rowwise.scaled_softmax,
+    biased_softmax=rowwise.biased_softmax,
+    causal_softmax=rowwise.causal_softmax,
     capabilities=CAPABILITIES,
     precision=precision,
     arithmetics={backend: (arithmetic,) for backend, arithmetic in ARITHMETIC.items()},
-    description="row-wise softmax and its backward over strided 2-D input with 64-bit offsets; the mutation "
-                "catalog's parent",
+    description="row-wise softmax, its backward and its scaled, biased and causal forms over strided 2-D input with "
+                "64-bit offsets; the mutation catalog's parent",
 ))

@@ -9,7 +9,8 @@ from .registry import ALL_INVARIANCES, Capabilities, KernelSpec, register, unkno
 
 TORCH_CONTRACT = Capabilities.extending(
     torch_softmax.LIMITS,
-    log_softmax=True, masked=True, out_dtype=True, backward=True, log_softmax_backward=True,
+    log_softmax=True, masked=True, out_dtype=True, backward=True, log_softmax_backward=True, scaled=True, biased=True,
+    causal=True,
     # Measured, not documented: on the CPU every invariance held in every run; on CUDA an fp16 row
     # of 13635 alone and inside a batch took different vectorised paths (misaligned rows) and 6
     # elements differed, and nothing was measured on NPUs.
@@ -32,6 +33,7 @@ SPEC = register(KernelSpec(
     name="torch", softmax=torch_softmax.softmax, capabilities=TORCH_CONTRACT,
     log_softmax=torch_softmax.log_softmax, masked_softmax=torch_softmax.masked_softmax,
     softmax_backward=torch_softmax.softmax_backward, log_softmax_backward=torch_softmax.log_softmax_backward,
-    precision=torch_profile,
+    scaled_softmax=torch_softmax.scaled_softmax, biased_softmax=torch_softmax.biased_softmax,
+    causal_softmax=torch_softmax.causal_softmax, precision=torch_profile,
     description="torch.softmax on the same device (the reference implementation)",
 ))

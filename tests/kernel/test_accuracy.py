@@ -27,7 +27,7 @@ from harness.fixed_inputs import fixed_dtype, longest_fixed_row, row_inputs
 from harness.judge import describe_input, expect_refusal, judge_softmax, unknown_construction
 from harness.recording import make_record
 from harness.replay import PREFIX, command
-from harness.strategies import Case, cases
+from harness.strategies import Case, cases, for_operation
 from oracles.call import Call
 from oracles.formats import format_of
 from specs.operations import MASKED_SOFTMAX, OPERATIONS, Declared
@@ -74,10 +74,10 @@ def judge_case(kernel, backend, op: Declared, case: Case, worst: Worst, record, 
 def examples(kernel, backend, op: Declared, dtype) -> list[Case]:
     """The catalog's entries for this operation in ``dtype``, and the sweep of the coverage matrix in ``dtype``."""
     catalog = [c for c in CATALOG.values() if (c.mask is not None) == op.masked and c.dtype == dtype
-               and not op.backward]
+               and not (op.backward or op.scaled)]
     # The sweep of all the op's dtypes, filtered: its variants rotate with the dtype.
-    sweep = coverage.sweep(kernel.capabilities, backend.name, op.dtypes, masked=op.masked, specials=op.specials,
-                           backward=op.backward)
+    sweep = coverage.sweep(for_operation(kernel.capabilities, op), backend.name, op.dtypes, masked=op.masked,
+                           specials=op.specials, backward=op.backward, scaled=op.scaled, biased=op.biased)
     return catalog + [c for c in sweep if c.dtype == dtype]
 
 
@@ -92,13 +92,14 @@ def run_op(kernel, backend, op: Declared, dtype, note, accuracy_record, request)
     if dtype not in kernel.capabilities.dtypes:
         pytest.skip(f"{kernel.name} declares no {format_of(dtype)}")
     worst = Worst()
-    drawn = coverage.Drawn(kernel, backend.name, op.name, coverage.space(kernel.capabilities, backend.name, (dtype,),
+    capabilities = for_operation(kernel.capabilities, op)
+    drawn = coverage.Drawn(kernel, backend.name, op.name, coverage.space(capabilities, backend.name, (dtype,),
                                                                          specials=op.specials))
     fixed_inputs = examples(kernel, backend, op, dtype)
     fixed = set(fixed_inputs)
 
-    @given(case=cases(kernel.capabilities, backend.name, masked=op.masked, dtypes=(dtype,), specials=op.specials,
-                      backward=op.backward))
+    @given(case=cases(capabilities, backend.name, masked=op.masked, dtypes=(dtype,), specials=op.specials,
+                      backward=op.backward, scaled=op.scaled, biased=op.biased))
     @timebox.timeboxed
     def one_case(case):
         judge_case(kernel, backend, op, case, worst, accuracy_record, drawn, fixed)

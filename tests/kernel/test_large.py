@@ -34,6 +34,7 @@ import pytest
 import torch
 
 from harness.judge import Judgement, describe_input, expect_refusal, judge_softmax, unknown_construction
+from harness.strategies import ATTENTION_SCALES
 from oracles.call import Call
 from oracles.formats import format_of
 from specs.operations import OPERATIONS, SOFTMAX, TESTED_DTYPES, Declared
@@ -149,6 +150,11 @@ def large_call(op: Declared, dtype: torch.dtype, shape: tuple[int, ...], backend
         rows[-1, -1] = -1.0
         grad = torch.randn(shape, dtype=dtype, device=backend.device, generator=generator)
         return Call((torch.log_softmax if op.log else torch.softmax)(x, -1), -1, op, backend.name, grad=grad)
+    if op.scaled:  # attention's 1/sqrt(80); a bias of one row (random, its last entry -inf), broadcast over all
+        bias = torch.randn(shape[-1], dtype=dtype, device=backend.device, generator=generator) if op.biased else None
+        if bias is not None:
+            bias[-1] = -torch.inf
+        return Call(x, -1, op, backend.name, scale=ATTENTION_SCALES[5], bias=bias)
     if not op.masked:
         return Call(x, -1, op, backend.name)
     keep = x > KEEP_ABOVE
@@ -168,7 +174,8 @@ def judged_large(kernel, backend, op: Declared, dtype: torch.dtype, shape: tuple
     call = large_call(op, dtype, shape, backend)
     x = call.x
     n = x.numel() // shape[-1]
-    judged = Call(ends(x), -1, op, backend.name, *(None if t is None else ends(t) for t in (call.mask, call.grad)))
+    judged = Call(ends(x), -1, op, backend.name, *(None if t is None else ends(t) for t in (call.mask, call.grad)),
+                  scale=call.scale, bias=call.bias)
     replay = (f"rows 0-{JUDGED_ROWS - 1} and {n - JUDGED_ROWS}-{n - 1} (judged as rows 0-{2 * JUDGED_ROWS - 1}) of "
               f"{describe_input(x, -1)}, tests/kernel/test_large.py large_call seed {SEED}")
 
@@ -192,9 +199,11 @@ def check_large(kernel, backend, free_device_memory, op: Declared, dtype: torch.
 
 def large_cases() -> list:
     """Each operation in each dtype it is tested in; a backward, whose call holds two inputs and their copies (24 GiB
-    of fp16 past 2^31), in its smallest dtype only."""
-    return [pytest.param(op, dtype, id=f"{op.name}-{format_of(dtype)}") for op in OPERATIONS.values()
-            for dtype in (smallest(op.dtypes) if op.backward else op.dtypes)]
+    of fp16 past 2^31), and a scaled softmax (the forward's path, its logits formed first), in their smallest dtype
+    only.  Not the causal softmax: its mask follows a row's place in its matrix, which judging the first and last
+    rows apart would move."""
+    return [pytest.param(op, dtype, id=f"{op.name}-{format_of(dtype)}") for op in OPERATIONS.values() if not op.causal
+            for dtype in (smallest(op.dtypes) if op.backward or op.scaled else op.dtypes)]
 
 
 def smallest(dtypes) -> tuple[torch.dtype]:
@@ -210,7 +219,8 @@ def test_offsets_past_2_31_elements(kernel, backend, free_device_memory, op, dty
 
 # A backward past 2^32 holds 48 GiB at once, which an H100 shared with the gate's other workers frees only after
 # minutes of waiting (measured 2026-11-27): its offsets are tested past 2^31.
-@pytest.mark.parametrize("op", [pytest.param(op, id=op.name) for op in OPERATIONS.values() if not op.backward])
+@pytest.mark.parametrize("op", [pytest.param(op, id=op.name) for op in OPERATIONS.values()
+                                if not (op.backward or op.scaled)])
 def test_offsets_past_2_32_elements(kernel, backend, free_device_memory, op):
     """In the op's smallest dtype the kernel declares: 8 GiB of half input, 16 of fp32."""
     dtype = min(declared(kernel, op, op.dtypes), key=lambda d: d.itemsize)

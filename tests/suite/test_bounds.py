@@ -1,16 +1,20 @@
 """The derived bounds are honest both ways: torch stays inside, and they catch (their tightness on each kernel:
 tests/kernel/test_bound_tightness.py)."""
 
+import itertools
+from dataclasses import replace
+
 import numpy as np
 import pytest
 import torch
-from hypothesis import example, given
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from harness.backend import Backend
 from harness.catalog import CATALOG
-from harness.judge import as_rows, judge_softmax, measure, oracle_of
+from harness.judge import as_rows, bounds, judge_softmax, measure, oracle_of
 from harness.recording import make_record
-from harness.strategies import VALUE_CLASSES, Case, Layout, Values, cases, matrix
+from harness.strategies import VALUE_CLASSES, Case, Layout, Values, cases, for_operation, matrix
 from oracles import correctly_rounded, profiles
 from oracles.bounds import (Arithmetic, PrecisionProfile, Reduction, log_softmax_backward_bound, log_softmax_bound,
                             softmax_backward_bound, softmax_bound)
@@ -18,7 +22,9 @@ from oracles.call import Call, Operation
 from oracles.formats import format_of, ulp
 from report.summary import categorize
 from specs import full_softmax, torch_softmax
-from specs.operations import LOG_SOFTMAX, LOG_SOFTMAX_BACKWARD, SOFTMAX, SOFTMAX_BACKWARD, TESTED_DTYPES
+from oracles.logits import CONSTRUCTIONS
+from specs.operations import (BIASED_SOFTMAX, CAUSAL_SOFTMAX, LOG_SOFTMAX, LOG_SOFTMAX_BACKWARD, SCALED_SOFTMAX, SOFTMAX,
+                              SOFTMAX_BACKWARD, TESTED_DTYPES)
 from specs.registry import Capabilities, known_arithmetics, resolve, unknown_profile
 from specs.torch_softmax import torch_profile
 
@@ -241,6 +247,32 @@ def test_the_unknown_profile_dominates_every_known_profile_in_the_backward(op, b
                 row, col = (int(i) for i in np.argwhere(below)[0])
                 raise AssertionError(f"{op.name}: unknown bound {loosest[row, col]!r} < {other[row, col]!r} of "
                                      f"{arithmetic.name} with a {reduction} at row {row}, column {col}; {case!r}")
+
+
+@pytest.mark.parametrize("op", [SCALED_SOFTMAX, BIASED_SOFTMAX, CAUSAL_SOFTMAX], ids=lambda op: op.name)
+@settings(max_examples=8)  # each example takes every known arithmetic, construction and reduction: 2 s
+@given(data=st.data())
+def test_the_unknown_profile_dominates_every_known_construction_of_scaled_logits(op, data):
+    """The same for the scaled softmaxes: the loosest arithmetic with logits formed in any way (oracles/logits.py)
+    bounds every element at least as loosely as a known arithmetic forming them in the input dtype, in fp32 or
+    folded into exp2's argument, with fused multiply-adds or without."""
+    capabilities = for_operation(Capabilities(dtypes=frozenset(TESTED_DTYPES)), op)
+    case = data.draw(cases(capabilities, "cpu", scaled=True, biased=op.biased), label="case")
+    call = case.call(op, "cpu")
+    out = format_of(call.x.dtype)
+    oracle = oracle_of(call)
+    loosest = bounds(call, oracle, out, unknown_profile(call))
+    for arithmetic in every_known_arithmetic():
+        for construction, fused in itertools.product(CONSTRUCTIONS, (False, True)):
+            declared = replace(arithmetic, scaled_logits=construction, fused_multiply_add=fused)
+            for reduction in reductions(call.row_length):
+                other = bounds(call, oracle, out, PrecisionProfile(declared, reduction))
+                below = ~(loosest >= other) & ~(np.isnan(loosest) & np.isnan(other))
+                if below.any():
+                    row, col = (int(i) for i in np.argwhere(below)[0])
+                    raise AssertionError(f"{op.name}: unknown bound {loosest[row, col]!r} < {other[row, col]!r} of "
+                                         f"{arithmetic.name} forming its logits {construction!r} (fused: {fused}) "
+                                         f"with a {reduction} at row {row}, column {col}; {case!r}")
 
 
 def test_torch_cuda_log_softmax_rounding_of_max_plus_log_sum_is_bounded():

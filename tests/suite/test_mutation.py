@@ -3,8 +3,8 @@
 Each mutant of ``specs.mutants`` (one known bug in an otherwise correct
 kernel) and each correct kernel runs through the property tests in a sub-run
 of the suite under the ``mutation`` profile: the gate's examples, each test
-stopping at its first failing example.  The mutants share SUB_RUNS sub-runs,
-which workers run side by side, each mutant stopped at its first failed test
+stopping at its first failing example.  The mutants share sub-runs (FORWARD_SUB_RUNS of
+the forward's mutants, one per other kernel of rowwise's), which workers run side by side, each mutant stopped at its first failed test
 (``--maxfail-per-kernel 1``).  A mutant must be caught by an accuracy, bias or
 metamorphic test (not only by a contract test: it shares its parent's
 refusals); a correct kernel must fail none of those nor the contract tests.
@@ -28,17 +28,29 @@ import pytest
 from harness import payload
 from specs import mutants
 from specs.mutants import BUG_CLASSES
+from specs.operations import OPERATIONS
 from tests import junit
 
 CATCHING_TESTS = ("tests/kernel/test_accuracy.py", "tests/kernel/test_statistical_bias.py", "tests/kernel/test_metamorphic.py")
 CONTRACT_TESTS = ("tests/kernel/test_refusals.py",)
 UNREGISTERED_PARENT = "specs.online:softmax"
 USER_KERNEL = "torch.nn.functional:softmax"
-SUB_RUNS = 3  # each a third of the forward mutants: the longest test of a gate on an H100 was the one sub-run (158 s)
-# The backward mutants (a bug in a backward, the forward correct) have a sub-run of their own, of the backwards'
-# accuracy tests only: among the others each passed every forward test before its backward one caught it.
-BACKWARD_TESTS = ("tests/kernel/test_accuracy.py", "-k",  # the ids end "-softmax_backward-<dtype>]", "-log_softmax...")
-                  "test_output_within_derived_bound and (softmax_backward-float or softmax_backward-bfloat)")
+# The forward mutants' sub-runs, by backend: a third of them each on the CPU's two cores; on a device of 16 cores,
+# where a sub-run's mutants each compile their kernels, a sixth (one sub-run of a third took 299 s of an H100 gate).
+FORWARD_SUB_RUNS = {"cpu": 3}
+DEVICE_FORWARD_SUB_RUNS = 6
+# The mutants of an operation's own kernel (a bug in rowwise's backward or scaled softmax, the forward correct) have
+# a sub-run per kernel, of its operations' accuracy tests only: among the others each passed every forward test
+# before one of its operations caught it.  Test ids end "-softmax_backward-<dtype>]", "-scaled_softmax-<dtype>]"...
+OPERATION_TESTS = {
+    "backward": "test_output_within_derived_bound and (softmax_backward-float or softmax_backward-bfloat)",
+    "scaled": "test_output_within_derived_bound and (scaled_softmax or biased_softmax or causal_softmax)",
+}
+
+
+# A forward mutant's other kernels are correct: the tests of their operations cannot catch it, and a mutant caught
+# only by a bias or metamorphic test would run them all first.
+FORWARD_ONLY = " and ".join(f"not {op.name}" for op in OPERATIONS.values() if op.backward or op.scaled)
 
 
 # The first line of a failure's message that names an exception ("BeyondBound: ..."); a bare assert names none.
@@ -72,28 +84,40 @@ def failing_tests(run_pytest, kernels: list[str], junit_file, *args: str,
     return failed, result.stdout
 
 
-def backward_only(mutant: str) -> bool:
-    return getattr(getattr(mutants, mutant), "backward_only", False)
-
-
-def sub_run_of(mutant: str) -> int:
-    """The sub-run judging ``mutant``: SUB_RUNS for a backward mutant, else one of 0 .. SUB_RUNS - 1."""
-    if backward_only(mutant):
-        return SUB_RUNS
-    return [m for m in sorted(BUG_CLASSES) if not backward_only(m)].index(mutant) % SUB_RUNS
+def kernel_of(mutant: str) -> str:
+    """Which of its parent's kernels ``mutant`` plants its bug in: "forward", or a key of OPERATION_TESTS."""
+    return getattr(getattr(mutants, mutant), "kernel", "forward")
 
 
 @pytest.fixture
-def caught_in(once, run_pytest):
+def sub_run_of(backend):
+    """``sub_run_of(mutant)``: the sub-run judging ``mutant`` on this backend: one of the forward ones, 0 .. F - 1,
+    or, for a mutant of an operation's own kernel, F + that kernel's place in OPERATION_TESTS."""
+    forward_runs = FORWARD_SUB_RUNS.get(backend.name, DEVICE_FORWARD_SUB_RUNS)
+
+    def sub_run(mutant: str) -> int:
+        kernel = kernel_of(mutant)
+        if kernel != "forward":
+            return forward_runs + list(OPERATION_TESTS).index(kernel)
+        return [m for m in sorted(BUG_CLASSES) if kernel_of(m) == "forward"].index(mutant) % forward_runs
+
+    sub_run.count = forward_runs + len(OPERATION_TESTS)
+    return sub_run
+
+
+@pytest.fixture
+def caught_in(once, run_pytest, sub_run_of):
     """``caught_in(k)``: the k-th sub-run's mutants judged once for the whole run, each stopped at its first failed
     test: the tests that failed, by mutant."""
 
     def caught(k: int) -> dict[str, list[str]]:
         def run(folder):
-            kernels = [f"specs.mutants:{mutant}" for mutant in sorted(BUG_CLASSES) if sub_run_of(mutant) == k]
-            tests = BACKWARD_TESTS if k == SUB_RUNS else CATCHING_TESTS
-            return failing_tests(run_pytest, kernels, folder / "junit.xml", *tests,
-                                 "--maxfail-per-kernel", "1", verdicts_only=True)[0]
+            chosen = [mutant for mutant in sorted(BUG_CLASSES) if sub_run_of(mutant) == k]
+            kernel = kernel_of(chosen[0])
+            tests = (*CATCHING_TESTS, "-k", FORWARD_ONLY) if kernel == "forward" else (
+                CATCHING_TESTS[0], "-k", OPERATION_TESTS[kernel])
+            return failing_tests(run_pytest, [f"specs.mutants:{mutant}" for mutant in chosen], folder / "junit.xml",
+                                 *tests, "--maxfail-per-kernel", "1", verdicts_only=True)[0]
 
         return once(f"mutants-{k}", run)[0]
 
@@ -101,13 +125,13 @@ def caught_in(once, run_pytest):
 
 
 @pytest.fixture
-def mutants_caught(caught_in) -> dict[str, list[str]]:
+def mutants_caught(caught_in, sub_run_of) -> dict[str, list[str]]:
     """Every mutant's failed tests, from all the sub-runs."""
-    return {mutant: failed for k in range(SUB_RUNS + 1) for mutant, failed in caught_in(k).items()}
+    return {mutant: failed for k in range(sub_run_of.count) for mutant, failed in caught_in(k).items()}
 
 
 @pytest.mark.parametrize("mutant", sorted(BUG_CLASSES))
-def test_mutant_is_caught(mutant, caught_in, request):
+def test_mutant_is_caught(mutant, caught_in, sub_run_of, request):
     caught_by = caught_in(sub_run_of(mutant))[f"specs.mutants:{mutant}"]
     payload.add(request.node, "mutation", {"mutant": mutant, "bug": BUG_CLASSES[mutant], "caught_by": caught_by})
     assert caught_by, (f"mutant {mutant} ({BUG_CLASSES[mutant]}) survived the suite: a hole to close (replay: "
@@ -160,7 +184,8 @@ def judged_correct(run_pytest, tmp_path, request, correct: str, *tests: str, sco
 
 
 @pytest.mark.last  # reads the sub-runs of its mutants
-def test_the_unregistered_parent_passes_the_tests_that_caught_its_mutants(caught_in, run_pytest, tmp_path, request):
+def test_the_unregistered_parent_passes_the_tests_that_caught_its_mutants(caught_in, sub_run_of, run_pytest, tmp_path,
+                                                                           request):
     its_sub_runs = {sub_run_of(name) for name in BUG_CLASSES if getattr(mutants, name).parent == UNREGISTERED_PARENT}
     tests = as_parents({mutant: failed for k in its_sub_runs for mutant, failed in caught_in(k).items()},
                        UNREGISTERED_PARENT)

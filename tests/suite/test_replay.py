@@ -137,7 +137,7 @@ CRAFTED = {
     "a comprehension": (f"Case(shape=(2,), dim=0, dtype=torch.float32, values=Values(kind='normal', "
                         f"scale=[x for x in ({TOUCH},)]))", "a ListComp ([x for x in"),
 }
-REFUSED = "only literals and Case/Values/Layout/Specials/Mask/Seam(...) are allowed; found "
+REFUSED = f"only literals and {'/'.join(RECIPES)}(...) are allowed; found "
 
 
 @pytest.mark.parametrize("payload, found", CRAFTED.values(), ids=CRAFTED)
