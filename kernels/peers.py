@@ -34,6 +34,7 @@ import math
 import torch
 
 from .limits import FLOATING, HALF_AND_SINGLE, InputLimits
+from .torch_softmax import biased_expression, causal_expression, scaled_expression
 
 LIGER_MAX_ROW = 65536
 
@@ -160,19 +161,6 @@ def inductor_softmax_backward(grad: torch.Tensor, y: torch.Tensor, dim: int) -> 
 def inductor_log_softmax_backward(grad: torch.Tensor, y: torch.Tensor, dim: int) -> torch.Tensor:
     INDUCTOR.check_backward(grad, y, dim)
     return compiled(log_softmax_backward_data)(grad, y, dim)
-
-
-def scaled_expression(x: torch.Tensor, scale: float, dim: int) -> torch.Tensor:
-    return torch.softmax(x * scale, dim)
-
-
-def biased_expression(x: torch.Tensor, bias: torch.Tensor, scale: float, dim: int) -> torch.Tensor:
-    return torch.softmax(x * scale + bias, dim)
-
-
-def causal_expression(x: torch.Tensor, scale: float) -> torch.Tensor:
-    above = torch.ones(x.shape[-2:], dtype=torch.bool, device=x.device).triu(1)
-    return torch.softmax((x * scale).masked_fill(above, -torch.inf), -1)
 
 
 def inductor_scaled_softmax(x: torch.Tensor, scale: float, dim: int) -> torch.Tensor:

@@ -35,26 +35,39 @@ def masked_softmax(x: torch.Tensor, mask: torch.Tensor, dim: int, out_dtype: tor
     return torch._safe_softmax(x.masked_fill(~mask, -torch.inf), dim, dtype=out_dtype)
 
 
-def scaled_softmax(x: torch.Tensor, scale: float, dim: int) -> torch.Tensor:
-    """softmax(x * scale), eager."""
-    LIMITS.check_scaled(x, dim, scale)
+def scaled_expression(x: torch.Tensor, scale: float, dim: int) -> torch.Tensor:
+    """softmax(x * scale), eager (Inductor compiles the same expression: kernels/peers.py)."""
     return torch.softmax(x * scale, dim)
 
 
-def biased_softmax(x: torch.Tensor, bias: torch.Tensor, scale: float, dim: int) -> torch.Tensor:
+def biased_expression(x: torch.Tensor, bias: torch.Tensor, scale: float, dim: int) -> torch.Tensor:
     """softmax(x * scale + bias), eager: the bias broadcast to x's shape (an attention mask of -10000 or -inf, ALiBi)."""
-    LIMITS.check_scaled(x, dim, scale, bias)
     return torch.softmax(x * scale + bias, dim)
 
 
-def causal_softmax(x: torch.Tensor, scale: float) -> torch.Tensor:
+def causal_expression(x: torch.Tensor, scale: float) -> torch.Tensor:
     """softmax(x * scale) over the last dim with entry j of row i (the second-to-last index) masked where j > i, as
     torch's scaled_dot_product_attention(is_causal=True) masks."""
+    above = torch.ones(x.shape[-2:], dtype=torch.bool, device=x.device).triu(1)
+    return torch.softmax((x * scale).masked_fill(above, -torch.inf), -1)
+
+
+def scaled_softmax(x: torch.Tensor, scale: float, dim: int) -> torch.Tensor:
+    LIMITS.check_scaled(x, dim, scale)
+    return scaled_expression(x, scale, dim)
+
+
+def biased_softmax(x: torch.Tensor, bias: torch.Tensor, scale: float, dim: int) -> torch.Tensor:
+    LIMITS.check_scaled(x, dim, scale, bias)
+    return biased_expression(x, bias, scale, dim)
+
+
+def causal_softmax(x: torch.Tensor, scale: float) -> torch.Tensor:
     LIMITS.check_scaled(x, -1, scale)
     if x.dim() < 2:
         raise ValueError(f"x must have at least 2 dims (rows and columns of the causal mask); got {x.dim()}")
-    above = torch.ones(x.shape[-2:], dtype=torch.bool, device=x.device).triu(1)
-    return torch.softmax((x * scale).masked_fill(above, -torch.inf), -1)
+    return causal_expression(x, scale)
+
 
 def softmax_backward(grad: torch.Tensor, y: torch.Tensor, dim: int) -> torch.Tensor:
     """torch's softmax backward (``torch._softmax_backward_data``, what autograd runs): the logits' gradient from
