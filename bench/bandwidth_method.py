@@ -39,11 +39,14 @@ def logits(rows: int, cols: int, dtype: torch.dtype) -> torch.Tensor:
             * SCALE).to(dtype)
 
 
+def copies(nbytes: int) -> int:
+    """How many copies of inputs of ``nbytes`` fill ROTATION_L2 L2 caches of the current card."""
+    return math.ceil(ROTATION_L2 * torch.cuda.get_device_properties(torch.cuda.current_device()).L2_cache_size / nbytes)
+
+
 def rotation(x: torch.Tensor) -> list[torch.Tensor]:
     """``x`` and enough copies of it to fill ROTATION_L2 L2 caches."""
-    nbytes = x.numel() * x.element_size()
-    copies = math.ceil(ROTATION_L2 * torch.cuda.get_device_properties(x.device).L2_cache_size / nbytes)
-    return [x] + [x.clone() for _ in range(copies - 1)]
+    return [x] + [x.clone() for _ in range(copies(x.numel() * x.element_size()) - 1)]
 
 
 def time_ms(fn, inputs: list) -> float:
