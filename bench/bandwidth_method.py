@@ -76,3 +76,16 @@ def card() -> dict:
             "l2_mib": round(properties.L2_cache_size / 2**20, 1),
             "peak_gbps": round(2 * clock_khz * 1e3 * bus_bits / 8 / 1e9) if clock_khz and bus_bits else None,
             "torch": torch.__version__, "triton": triton.__version__}
+
+
+def failure(name: str, call) -> str | None:
+    """None where ``call()`` runs on the GPU; else its error, printed: a peer's library that fails on a shape leaves
+    that shape only, and the rest of the run goes on."""
+    try:
+        call()
+        torch.cuda.synchronize()
+    except Exception as error:  # noqa: BLE001  (each library fails in its own way)
+        message = f"{type(error).__name__}: {error}"[:300]
+        print(f"  {name} fails: {message}", flush=True)
+        return message
+    return None

@@ -53,7 +53,7 @@ if SMOKE:
     os.environ["TRITON_INTERPRET"] = "1"  # before triton is imported
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench.bandwidth_method import LONG_ROWS, M, WIDTHS, card, logits, rotation, shapes, time_ms  # noqa: E402
+from bench.bandwidth_method import LONG_ROWS, M, WIDTHS, card, failure, logits, rotation, shapes, time_ms  # noqa: E402
 from kernels import full_softmax, fused_softmax, peers  # noqa: E402
 from oracles.formats import FP32  # noqa: E402
 from report.figures import pyplot  # noqa: E402
@@ -107,19 +107,6 @@ def max_ulps(y: torch.Tensor, exact: torch.Tensor) -> float:
     exponent = torch.where(exact == 0, FP32.emin, (e - 1).clamp(min=FP32.emin))
     ulp = torch.ldexp(torch.ones_like(exact), exponent - FP32.precision + 1)
     return ((y.double() - exact).abs() / ulp).max().item()
-
-
-def failure(name: str, call) -> str | None:
-    """None where ``call()`` runs; else its error, printed: a peer's library that fails on a shape leaves that
-    shape only, and the rest of the run goes on."""
-    try:
-        call()
-        torch.cuda.synchronize()
-    except Exception as error:  # noqa: BLE001  (each library fails in its own way)
-        message = f"{type(error).__name__}: {error}"[:300]
-        print(f"  {name} fails: {message}", flush=True)
-        return message
-    return None
 
 
 def measure(rows: int, cols: int, dtype: torch.dtype) -> dict:

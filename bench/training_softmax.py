@@ -54,7 +54,7 @@ if SMOKE:
     os.environ["TRITON_INTERPRET"] = "1"  # before triton is imported
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench.bandwidth_method import SCALE, card, copies, time_ms  # noqa: E402
+from bench.bandwidth_method import SCALE, card, copies, failure, time_ms  # noqa: E402
 from oracles.call import Call  # noqa: E402
 from specs.operations import OPERATIONS, Declared  # noqa: E402
 from specs.registry import KernelSpec, registered, resolve  # noqa: E402
@@ -135,19 +135,6 @@ def rotated_calls(call: Call) -> list[Call]:
     return [call] + [Call(x=call.x.clone(), dim=call.dim, operation=call.operation, backend=call.backend,
                           grad=None if call.grad is None else call.grad.clone(), scale=call.scale, bias=call.bias)
                      for _ in range(copies(nbytes) - 1)]
-
-
-def failure(name: str, call) -> str | None:
-    """None where ``call()`` runs; else its error, printed (a library failing on a shape leaves that shape)."""
-    try:
-        call()
-        if not SMOKE:
-            torch.cuda.synchronize()
-    except Exception as error:  # noqa: BLE001  (each library fails in its own way)
-        message = f"{type(error).__name__}: {error}"[:300]
-        print(f"  {name} fails: {message}", flush=True)
-        return message
-    return None
 
 
 def measure(operation: Declared, specs: list[KernelSpec], n: int, dtype: torch.dtype) -> dict:
