@@ -140,8 +140,7 @@ def ranks_and_dims(capabilities: Capabilities) -> list[tuple[int, int]]:
     return [(r, d) for r in ranks for d in ([r - 1] if capabilities.last_dim_only else range(r))]
 
 
-def space(capabilities: Capabilities, backend: str, dtypes, *, specials: bool = True,
-          size: SizeCaps | None = None) -> Space:
+def space(capabilities: Capabilities, backend: str, dtypes, *, size: SizeCaps | None = None) -> Space:
     caps = size or SIZE_CAPS[backend]
     boundaries = capabilities.path_boundaries.get(backend, ())
     lengths = {}
@@ -155,10 +154,10 @@ def space(capabilities: Capabilities, backend: str, dtypes, *, specials: bool = 
     layouts = tuple(k for k in LAYOUT_CLASSES if not (k == "expanded" and capabilities.in_place)  # nowhere to write
                     and any(layout_of_kind(k, r, d, unit_row_stride=unit) for r, d in ranks_and_dims(capabilities)))
     classes = {"values": tuple(VALUE_CLASSES), "layouts": layouts,
-               "specials": tuple(SPECIAL_RECIPES) if specials else (FINITE,)}
+               "specials": tuple(SPECIAL_RECIPES)}
     seams = {str(format_of(dtype)): [[tile_label(seam.tile), seam.placement] for seam, _, _ in seam_cases]
              for dtype in usable_dtypes(capabilities, dtypes)
-             if (seam_cases := seam_shapes(capabilities, backend, dtype, caps))} if specials else {}
+             if (seam_cases := seam_shapes(capabilities, backend, dtype, caps))}
     return Space(lengths, classes, seams)
 
 
@@ -231,15 +230,14 @@ def _showing(case: Case, special: str) -> Case:
     raise AssertionError(f"no seed near {case.seed} puts {special!r} into {case!r}")
 
 
-def sweep(capabilities: Capabilities, backend: str, dtypes, *, masked: bool = False, specials: bool = True,
-          backward: bool = False, scaled: bool = False, biased: bool = False,
-          size: SizeCaps | None = None) -> list[Case]:
+def sweep(capabilities: Capabilities, backend: str, dtypes, *, masked: bool = False, backward: bool = False,
+          scaled: bool = False, biased: bool = False, size: SizeCaps | None = None) -> list[Case]:
     """Cases that draw every allowed cell of :func:`space` (a case takes one class of each axis; ``backward``: with
-    gradients of every value class in turn, beside other classes of logits; ``scaled``: attention's scales in turn;
-    ``biased``: and every kind of bias over every span)."""
+    gradients of every value class and special class in turn, beside other classes of logits; ``scaled``:
+    attention's scales in turn; ``biased``: and every kind of bias over every span)."""
     caps = size or SIZE_CAPS[backend]
     boundaries = capabilities.path_boundaries.get(backend, ())
-    allowed = space(capabilities, backend, dtypes, specials=specials, size=caps)
+    allowed = space(capabilities, backend, dtypes, size=caps)
     unit = capabilities.unit_row_stride
     layout_options = {k: [(r, d, layout) for r, d in ranks_and_dims(capabilities)
                           if (layout := layout_of_kind(k, r, d, unit_row_stride=unit))]
@@ -258,9 +256,13 @@ def sweep(capabilities: Capabilities, backend: str, dtypes, *, masked: bool = Fa
                 case = Case(_shape(rank, dim, n, min(caps.elements(dtype), SWEEP_ELEMENTS) // n), dim, dtype,
                             variants[(i + j) % len(variants)], layout, SPECIAL_RECIPES[special],
                             Mask() if masked else None, seed=10_000 + 1_000 * i + 100 * j + k,
-                            grad=VALUE_CLASSES[values[(k + j + 1) % len(values)]].variants()[0] if backward else None)
+                            grad=VALUE_CLASSES[values[(k + j + 1) % len(values)]].variants()[0] if backward else None,
+                            grad_specials=SPECIAL_RECIPES[special_names[(k + j + 1) % len(special_names)]]
+                            if backward else NO_SPECIALS)
                 cases.append(_showing(case, special))
-    cases = cases + seam_sweep(capabilities, backend, dtypes, masked=masked, size=caps) if specials else cases
+    cases = cases + seam_sweep(capabilities, backend, dtypes, masked=masked, size=caps)
+    if backward:  # the seams' cases, with gradients of ordinary values
+        cases = [case if case.grad else replace(case, grad=Values("normal")) for case in cases]
     if scaled:  # the scales and the biases in turn, over every case
         cases = [replace(case, scale=ATTENTION_SCALES[k % len(ATTENTION_SCALES)],
                          bias=BIAS_CHOICES[k % len(BIAS_CHOICES)] if biased else None) for k, case in enumerate(cases)]

@@ -111,10 +111,13 @@ def measure(name: str, call: Call, y: torch.Tensor, oracle: OracleResult, profil
     expected = torch.from_numpy(oracle.rounded).to(fmt.dtype)
     ulps = ulp_distance(outputs, expected).numpy()
     fractional = fractional_ulp_error(outputs.double().numpy(), oracle.exact, fmt)
+    bound = bounds(call, oracle, fmt, profile)
+    if call.operation.backward:  # NaN for an infinity of the definition is accepted (oracles/semantics.py)
+        ulps = np.where(np.isnan(bound) & semantics.nan_for_infinity(oracle.rounded, outputs.double().numpy()), 0, ulps)
     return Measurement(
         name, profile, outputs, ulps=ulps,
         fractional=np.where((ulps == 0) & np.isinf(fractional), 0.5, fractional),
-        bound=bounds(call, oracle, fmt, profile),
+        bound=bound,
     )
 
 
@@ -126,8 +129,11 @@ def oracle_of(call: Call) -> OracleResult:
 def bounds(call: Call, oracle: OracleResult, fmt: Format, profile: PrecisionProfile) -> np.ndarray:
     """The derived bound of each element of ``call``'s result (rows), by its operation (:mod:`oracles.bounds`)."""
     if call.operation.backward:
-        y, grad = (as_rows(t, call.dim).double().numpy() for t in (call.x, call.grad))
-        return (log_softmax_backward_bound if call.log else softmax_backward_bound)(y, grad, oracle.exact, fmt, profile)
+        special, _, y, grad = backward.split_special(*(as_rows(t, call.dim).double().numpy() for t in (call.x, call.grad)),
+                                                     log=call.log)
+        bound = (log_softmax_backward_bound if call.log else softmax_backward_bound)(
+            y, grad, np.where(special, 0.0, oracle.exact), fmt, profile)
+        return np.where(special, np.nan, bound)  # exact by semantics
     logits = as_rows(call.logits, call.dim).double().numpy()
     if call.operation.scaled:
         ar = profile.arithmetic
@@ -208,6 +214,8 @@ class Judgement:
 
     def why_exact(self, row: int) -> str:
         """Why the oracle's result for an element of this row is exact: the special case the row is."""
+        if self.call.operation.backward:
+            return "the row's y or grad holds a NaN or an infinity, and IEEE arithmetic on the definition gives this"
         return semantics.rule_of(self.logits[row].double().numpy()).why
 
 

@@ -119,6 +119,7 @@ def _field_rules(recipes: dict[str, type], dtypes: dict[str, object]):
             "seam": (_instance_of(recipes["Seam"], optional=True), "a Seam(...) or None"),
             "grad": (_instance_of(recipes["Values"], optional=True), "a Values(...) or None"),
             "grad_layout": (_instance_of(recipes["Layout"], optional=True), "a Layout(...) or None"),
+            "grad_specials": (_instance_of(recipes["Specials"]), "a Specials(...)"),
             "scale": (_optional(_is_number), "a number or None"),
             "bias": (_instance_of(recipes["Bias"], optional=True), "a Bias(...) or None"),
         },

@@ -714,6 +714,7 @@ class Case:
     seam: Seam | None = None  # special values at tile seams, placed after the specials
     grad: Values | None = None  # a backward's gradient with respect to the softmax's output
     grad_layout: Layout | None = None  # the gradient's own layout (autograd hands kernels any); None: x's
+    grad_specials: Specials = NO_SPECIALS  # special values in the gradient (one that overflowed under loss scaling)
     scale: float | None = None  # a scaled softmax's scale
     bias: Bias | None = None  # a biased softmax's bias
 
@@ -753,6 +754,7 @@ class Case:
         scale = 2 * (1 << max(self.row_length - 1, 0).bit_length()) if op.log else 2
         grad = (VALUE_CLASSES[self.grad.kind].make(self.grad.scale, self.shape, self.dtype, self.dim, g) / scale).to(
             self.dtype)
+        grad = self.grad_specials.apply(grad, self.dim, g)
         grad_layout = self.grad_layout or self.layout or self.packed
         return Call(self.place(moved.to(self.dtype), device), self.dim, op, backend, grad=grad_layout.view(grad, device))
 
@@ -864,6 +866,7 @@ def cases(draw, capabilities: Capabilities, backend: str, *, dtypes=None, masked
         grad=draw(value_classes()) if backward else None,
         grad_layout=draw(layouts(len(shape), dim, unit_row_stride=capabilities.unit_row_stride,
                                  expandable=not capabilities.in_place)) if backward else None,
+        grad_specials=draw(special_values()) if backward and specials else NO_SPECIALS,
         scale=draw(scales()) if scaled else None,
         bias=draw(biases()) if biased else None,
     )

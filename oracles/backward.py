@@ -35,9 +35,10 @@ undecided are enclosed with mpmath's interval arithmetic at doubling precision (
 transcendental for y_j != 0, so some precision decides; y_j = 0 and G = 0 are exact with integers).
 A y_j of -inf (an entry the forward's exp lost) has exp(y_j) = 0: the result is g_j exactly.
 
-Only finite inputs have a result here (a NaN or an infinity among them, but for that -inf: ValueError
-naming it): what a backward kernel returns for those is not yet defined by the suite's special-value
-rules.  float64 inputs are refused (TypeError): their products are not exact in float64.
+A NaN or an infinity among the inputs decides the results it makes non-finite, as IEEE arithmetic
+evaluates the definition (:func:`oracles.semantics.decide_backward`); the row's other results are the
+arithmetic's, computed with those inputs' entries taken as 0 (they reach no finite result).
+float64 inputs are refused (TypeError): their products are not exact in float64.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ import torch
 
 from mpmath.libmp import from_man_exp
 
+from . import semantics
 from .call import Call
 from .correctly_rounded import EXP64_ULPS, OracleResult
 from .formats import FP64, Format, format_of, round_dyadic, round_float64, round_mpf, two_sum_error
@@ -176,6 +178,16 @@ def log_backward_rows(y: np.ndarray, g: np.ndarray, fmt: Format) -> OracleResult
     return decided(z, error, fmt, lambda i, wanted: exact_log_row(y[i], g[i], wanted, fmt))
 
 
+def split_special(y: np.ndarray, g: np.ndarray, *, log: bool) -> tuple[np.ndarray, ...]:
+    """Rows of float64 ``y`` and ``g`` parted: the results their special inputs decide
+    (:func:`oracles.semantics.decide_backward`: mask, results), and the inputs of the arithmetic, each non-finite
+    entry (a log_softmax's -inf in ``y`` aside) and every entry of a row decided whole taken as 0."""
+    special, results = semantics.decide_backward(y, g, log=log)
+    arithmetic = ~special.all(-1, keepdims=True) & np.isfinite(g)
+    lost = y == -np.inf if log else False  # exp(-inf) = 0: a lost entry, arithmetic
+    return special, results, np.where(arithmetic & (np.isfinite(y) | lost), y, 0.0), np.where(arithmetic, g, 0.0)
+
+
 @numpy_defaults
 def softmax_backward(call: Call) -> OracleResult:
     """The oracle for a softmax (or log_softmax) backward ``call``: ``call.x`` is the forward's output y,
@@ -191,9 +203,7 @@ def softmax_backward(call: Call) -> OracleResult:
         raise ValueError("y must have at least one dimension (softmax runs along one)")
     rows = [t.detach().to("cpu", torch.float64).movedim(dim, -1) for t in (y, g)]
     y_rows, g_rows = (t.reshape(math.prod(t.shape[:-1]), t.shape[-1]).numpy() for t in rows)
-    if not (np.isfinite(y_rows) | (call.log & (y_rows == -np.inf))).all():  # exp(-inf) = 0: a lost entry
-        raise ValueError(f"y must be finite{' or -inf' if call.log else ''}: the result of a NaN or an infinity is not "
-                         "defined here")
-    if not np.isfinite(g_rows).all():
-        raise ValueError("grad must be finite: the result of a NaN or an infinity is not defined here")
-    return (log_backward_rows if call.log else backward_rows)(y_rows, g_rows, format_of(call.result_dtype))
+    special, results, y_rows, g_rows = split_special(y_rows, g_rows, log=call.log)
+    oracle = (log_backward_rows if call.log else backward_rows)(y_rows, g_rows, format_of(call.result_dtype))
+    return OracleResult(np.where(special, results, oracle.rounded), np.where(special, results, oracle.exact),
+                        oracle.escalated)

@@ -14,6 +14,25 @@ rounding.  Signs of zero in the input do not matter (``exp(-0) == exp(+0)``).
 A row with no entries (an empty row) has no result to decide: its result is
 empty.
 
+The backwards (``softmax_backward(grad, y, dim)``: ``y (g - sum g y)``;
+``log_softmax_backward``: ``g - exp(y) sum g``) take a forward's output ``y``
+and a gradient ``g``.  Their finite inputs are arithmetic, and so is a
+log_softmax output of -inf (an entry the forward's exp lost: exp(-inf) = 0, the
+result is ``g`` exactly).  Where an input is NaN or infinite (a NaN row of the
+forward, a gradient that overflowed under loss scaling), :func:`decide_backward`
+fixes the results as IEEE arithmetic evaluates the definition: every result
+that evaluation leaves non-finite is decided, NaN or its signed infinity, and
+the row's finite results (the log_softmax backward's entries beside a lone
+NaN of y) stay arithmetic.  A non-finite product or sum reaches every result of
+its row: an infinite ``g_k y_k`` or ``sum g`` makes each ``y_j (g_j - S)``
+and each ``g_j - exp(y_j) G`` an infinity of the opposite sign, or NaN where it
+meets its own infinity or a zero (``0 * inf``), in ``y g - y S`` as in
+``y (g - S)``.  Where the definition gives an infinity, NaN is accepted too
+(:func:`nan_for_infinity`): an ``exp(y_j)`` that underflows in the kernel's
+precision (fp32's below 1e-45, float64's not) meets the infinite sum as
+``0 * inf``.  A kernel that gives finite numbers there hides an overflow from
+the loss scaler that looks for it.
+
 Masked softmax (``masked_softmax(x, mask, dim)``, ``mask`` True = keep): masked
 entries act as -inf (whatever they held, NaN included), and the rules then
 apply to the row so masked.  A row left with nothing but -inf (fully masked,
@@ -111,3 +130,25 @@ def decided_rows(rows: Rows) -> np.ndarray:
 def rule_of(row: Rows) -> Rule | None:
     """The rule one row follows, or None where none holds (every entry is finite)."""
     return next((rule for rule in RULES if rule.holds(np.asarray(row))), None)
+
+
+def nan_for_infinity(expected: np.ndarray, got: np.ndarray) -> np.ndarray:
+    """The decided results of a backward where ``got`` is NaN for the definition's infinity (module docstring), which
+    is accepted; a NaN of the definition is never an infinity, and a finite number neither."""
+    return np.isinf(expected) & np.isnan(got)
+
+
+def decide_backward(y: Rows, g: Rows, *, log: bool) -> tuple[np.ndarray, np.ndarray]:
+    """The results of a backward that its special inputs decide (module docstring): the entries of ``y`` and ``g``
+    (rows along the last axis, float64) whose IEEE evaluation of the definition is NaN or infinite where an input
+    of their row is not finite (a log_softmax's -inf in ``y`` aside), and those results (NaN elsewhere)."""
+    y, g = np.asarray(y, dtype=np.float64), np.asarray(g, dtype=np.float64)
+    with np.errstate(all="ignore"):
+        if log:
+            results = g - np.exp(y) * g.sum(-1, keepdims=True)
+            inputs_special = ~np.isfinite(g).all(-1, keepdims=True) | np.isnan(y) | np.isposinf(y)
+        else:
+            results = y * (g - (g * y).sum(-1, keepdims=True))
+            inputs_special = ~(np.isfinite(g) & np.isfinite(y)).all(-1, keepdims=True)
+    decided = inputs_special & ~np.isfinite(results)
+    return decided, np.where(decided, results, np.nan)

@@ -35,9 +35,6 @@ class Declared(Operation):
     # Its accuracy tests run before the others (pytest mark "first"): they open with the regression
     # catalog, so that a broken kernel fails within a minute.
     first: bool = False
-    # Its inputs hold special values (NaN, infinities, -inf seams) where the strategies place them; False: finite
-    # inputs only, for an operation whose special-value rules (oracles/semantics.py) are not written yet.
-    specials: bool = True
 
 
 SOFTMAX = Declared(name="softmax", flags=(), runs="softmax", what="softmax", first=True)
@@ -51,12 +48,12 @@ SOFTMAX_FP32_OUT = Declared(name="softmax_fp32_out", out_dtype=torch.float32, fl
 # Its tests run early too (first): a backward kernel's bugs live in its backward, which a kernel stopped at its
 # first failure (the mutation score's sub-runs) would otherwise reach after every forward test.
 SOFTMAX_BACKWARD = Declared(name="softmax_backward", backward=True, flags=("backward",), runs="softmax_backward",
-                            arguments=("grad", "y", "dim"), what="softmax backward", specials=False, first=True)
+                            arguments=("grad", "y", "dim"), what="softmax backward", first=True)
 
 # torch's _log_softmax_backward_data: grad - exp(y) sum(grad), y the forward's log_softmax (under every cross-entropy).
 LOG_SOFTMAX_BACKWARD = Declared(name="log_softmax_backward", log=True, backward=True, flags=("log_softmax_backward",),
                                 runs="log_softmax_backward", arguments=("grad", "y", "dim"),
-                                what="log_softmax backward", specials=False, first=True)
+                                what="log_softmax backward", first=True)
 
 # Attention's softmax: softmax(scale * x), its logits formed as the kernel declares (Arithmetic.scaled_logits,
 # oracles/logits.py); with an additive bias (a float mask of -10000 or -inf, ALiBi); with a causal mask (Megatron's

@@ -17,7 +17,7 @@ from oracles.call import Call
 from oracles.formats import BF16, FP16, FP32, FP64, Format, round_float64, round_mpf, ulp
 from oracles.profiles import ORDER_FREE, TORCH_CPU, TORCH_CUDA
 from oracles.ulp import fractional_ulp_error
-from specs.operations import SOFTMAX_BACKWARD
+from specs.operations import LOG_SOFTMAX_BACKWARD, SOFTMAX_BACKWARD
 from specs.registry import unknown_profile
 
 FORMATS = [FP32, FP16, BF16]
@@ -111,10 +111,35 @@ def test_inputs_it_cannot_decide_exactly_are_refused():
     y = torch.softmax(torch.randn(2, 5, dtype=torch.float64), -1)
     with pytest.raises(TypeError, match="y.dtype must have at most 26 significand bits"):
         backward.softmax_backward(Call(y, -1, SOFTMAX_BACKWARD, "cpu", grad=torch.randn(2, 5, dtype=torch.float64)))
-    grad = torch.randn(2, 5)
-    grad[1, 2] = math.nan
-    with pytest.raises(ValueError, match="grad must be finite"):
-        backward.softmax_backward(Call(y.float(), -1, SOFTMAX_BACKWARD, "cpu", grad=grad))
+
+
+SPECIAL_INPUTS = [math.nan, math.inf, -math.inf]
+
+
+@pytest.mark.parametrize("op", [SOFTMAX_BACKWARD, LOG_SOFTMAX_BACKWARD], ids=lambda op: op.name)
+@given(seed=st.integers(0, 2**32 - 1), where=st.sampled_from(["grad", "y", "both"]))
+def test_special_inputs_decide_what_ieee_arithmetic_on_the_definition_makes_non_finite(op, seed, where):
+    """Rows with NaN and infinities in y, grad or both: the oracle's non-finite results are torch's float64 ones (its
+    CPU evaluation of the definition), its finite ones the correctly rounded results of the finite rows they sit
+    in, and no other result is decided."""
+    rng = np.random.default_rng(seed)
+    x = rng.normal(0, 30, (6, 9))
+    x[rng.random(x.shape) < 0.1] = -math.inf  # y = 0 (log_softmax: -inf), as a masked forward gives
+    y = torch.from_numpy(x).log_softmax(-1) if op.log else torch.from_numpy(x).softmax(-1)
+    y, g = y.float(), torch.from_numpy(rng.normal(0, 1, x.shape)).float()
+    for name, t in (("y", y), ("grad", g)):
+        if where in (name, "both"):
+            t[torch.from_numpy(rng.random(x.shape) < 0.15)] = float(rng.choice(SPECIAL_INPUTS))
+    result = backward.softmax_backward(Call(y, -1, op, "cpu", grad=g))
+    ieee = (torch._log_softmax_backward_data if op.log else torch._softmax_backward_data)(g.double(), y.double(), -1,
+                                                                                           torch.float64).numpy()
+    non_finite = ~np.isfinite(ieee)
+    assert np.array_equal(result.rounded[non_finite], ieee[non_finite].astype(np.float32), equal_nan=True)
+    rows = np.isfinite(y.numpy()).all(-1) & np.isfinite(g.numpy()).all(-1)  # (the log's -inf rows are NaN rows)
+    if rows.any():
+        alone = backward.softmax_backward(Call(y[rows], -1, op, "cpu", grad=g[rows]))
+        assert np.array_equal(result.rounded[rows], alone.rounded, equal_nan=True)
+    assert np.isfinite(result.rounded[~non_finite]).all()
 
 
 def half_dot_backward(y: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
