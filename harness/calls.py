@@ -319,8 +319,10 @@ class Guard:
     def call(self, spec: KernelSpec, op: str, function: Callable, x, dim, args: tuple, kwargs: dict):
         if not has_storage(x):  # refused inputs without memory (meta, sparse, nested): nothing to guard
             return function(x, *args, **kwargs)
-        inputs = [t for t in (x, *args, *kwargs.values()) if has_storage(t)]
+        named = [(name, t) for name, t in zip(argument_names(op), (x, *args)) if has_storage(t)]
+        inputs = [t for _, t in named]
         call = self.describe(spec, op, x, dim)
+        call["inputs"] = [name for name, _ in named]
         mode = flushing()
         if mode:  # left by an import, or by a call the watchdog stopped before its checks
             raise ContractBroken(f"{describe_call(call)}: before the call, this process's CPU arithmetic {mode}, "
@@ -372,15 +374,15 @@ class Guard:
 
     @staticmethod
     def _check_inputs(call: dict, inputs: list, before: list) -> None:
-        def which(t: torch.Tensor) -> str:
-            return "its input x" if t is inputs[0] else "an input other than x (the mask)"
+        def which(k: int) -> str:
+            return f"its input {call['inputs'][k]}"
 
-        for t, (view, _) in zip(inputs, before):
+        for k, (t, (view, _)) in enumerate(zip(inputs, before)):
             if view_of(t) != view:
-                raise ContractBroken(f"{describe_call(call)}: the kernel changed the view of {which(t)} in place "
+                raise ContractBroken(f"{describe_call(call)}: the kernel changed the view of {which(k)} in place "
                                      f"(shape, strides, offset, dtype: {view} before the call, {view_of(t)} after): "
                                      "the suite would judge the result against another input", call["replay"])
-        changed = [t for t, (_, copy) in zip(inputs, before) if not torch.equal(storage_bytes(t), copy)]
+        changed = [k for k, (t, (_, copy)) in enumerate(zip(inputs, before)) if not torch.equal(storage_bytes(t), copy)]
         if changed:
             raise ContractBroken(f"{describe_call(call)}: the kernel changed {which(changed[0])} (its storage differs "
                                  "bit for bit after the call); a kernel that works in place must declare it "
@@ -417,6 +419,13 @@ class Guard:
             return ("returned memory it returned before, still in use: an output buffer reused across calls "
                     "(cached per shape?) overwrites the caller's earlier result")
         return None
+
+
+def argument_names(op: str) -> tuple[str, ...]:
+    """The names of the values operation ``op``'s callable takes, in order (``Declared.arguments``: x, grad, bias...)."""
+    from specs.operations import OPERATIONS  # here: the kernels import triton, which the backend sets up first
+
+    return OPERATIONS[op].arguments
 
 
 def operation_named(runs: str, kwargs: dict) -> str:

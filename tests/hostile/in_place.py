@@ -6,6 +6,10 @@
 * ``transposes_input`` returns the softmax of a matrix along the other dim, transposed, and transposes its
   input in place (``x.t_()``: not a byte changes): judged against the input it left, it would be exact.
 * ``declared_in_place`` does the same and says so (``Capabilities(in_place=True)``): it is correct.
+* ``zeroes_bias``'s biased softmax returns the softmax of ``scale * x`` and zeroes its bias: judged against the bias
+  it left, it would be exact.
+* ``zeroes_gradient``'s softmax backward returns zeros and zeroes its gradient: judged against the gradient it left,
+  exact too.
 """
 
 import torch
@@ -45,3 +49,29 @@ zeroes_input.capabilities = Capabilities(dtypes=FP32)
 writes_result_into_input.capabilities = Capabilities(dtypes=FP32, ranks=frozenset({2}))  # no expanded views
 declared_in_place.capabilities = Capabilities(dtypes=FP32, ranks=frozenset({2}), in_place=True)
 transposes_input.capabilities = Capabilities(dtypes=FP32, ranks=frozenset({2}))
+
+
+def zeroes_bias(x: torch.Tensor, dim: int) -> torch.Tensor:
+    return torch.softmax(x, dim)
+
+
+def biased_softmax(x: torch.Tensor, bias: torch.Tensor, scale: float, dim: int) -> torch.Tensor:
+    zeroes_bias.capabilities.check_scaled(x, dim, scale, bias)
+    bias.zero_()
+    return torch.softmax(x * scale, dim)
+
+
+def zeroes_gradient(x: torch.Tensor, dim: int) -> torch.Tensor:
+    return torch.softmax(x, dim)
+
+
+def softmax_backward(grad: torch.Tensor, y: torch.Tensor, dim: int) -> torch.Tensor:
+    zeroes_gradient.capabilities.check_backward(grad, y, dim)
+    grad.zero_()
+    return torch.zeros_like(y)
+
+
+zeroes_bias.capabilities = Capabilities(dtypes=FP32, ranks=frozenset({2}), biased=True)
+zeroes_bias.biased_softmax = biased_softmax
+zeroes_gradient.capabilities = Capabilities(dtypes=FP32, ranks=frozenset({2}), backward=True)
+zeroes_gradient.softmax_backward = softmax_backward
