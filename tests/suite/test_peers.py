@@ -294,6 +294,8 @@ ON_A_GPU_WITH_TORCH_2_11 = pytest.mark.skipif(
     not torch.cuda.is_available() or not torch.__version__.startswith("2.11."),
     reason=f"the finding is about torch 2.11 on a GPU (here: {torch.__version__}, "
            f"{'a' if torch.cuda.is_available() else 'no'} GPU)")
+
+
 @ON_A_GPU_WITH_TORCH_2_11
 @pytest.mark.parametrize("case", [  # docs/findings/softmax-backward.md 1: the wrong sign in fp16, 8.4 ULP in bf16
     "Case((15,), 0, torch.float16, Values('zeros'), Layout((0,), (1,), pad=3), seed=11108, "
@@ -338,3 +340,13 @@ def test_flag_gems_5_0_2_scaled_softmax_of_a_row_whose_first_tile_is_neg_inf_is_
     x = torch.randn(1, 1, 2, 4104, dtype=torch.float16, device="cuda", generator=torch.Generator("cuda").manual_seed(0))
     x[..., :4096] = -torch.inf
     assert not ops.scaled_softmax_forward(x, 1.0).isnan().any()
+
+
+@ON_A_GPU_WITH_TORCH_2_11
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason="docs/findings/scaled-softmax.md 2: a unit-stride dim 0")
+def test_torch_2_11_compiled_scaled_softmax_over_a_unit_stride_dim_0_of_logits_near_1e30_is_not_nan():
+    """softmax(x * s, 0) compiled, over columns of 16 equal logits of 1e30 laid out with dim 0 of unit stride: NaN in
+    every entry on an H100 (0.0625 is right; the same values in a contiguous tensor, or over the last dim, come out
+    right)."""
+    x = torch.full((2, 16), 1e30, device="cuda").t()  # strides (1, 16)
+    assert not peers.inductor_scaled_softmax(x, 0.15811388194561005, 0).isnan().any()
