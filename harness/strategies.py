@@ -632,11 +632,20 @@ def _padding(fill: float):
     return make
 
 
+def _left_padding_to_a_tile(shape, n, g):
+    """-inf over a row's first columns up to the largest power of two below its length: a left-padded row whose
+    first tiles, at every power-of-two tile up to there, are all -inf (an online softmax's rescale by exp(-inf + inf):
+    docs/findings/scaled-softmax.md 1)."""
+    pad = 1 << ((n - 1).bit_length() - 1) if n > 1 else 0
+    return torch.zeros(shape, dtype=torch.float64).masked_fill(torch.arange(n).expand(shape) < pad, -math.inf)
+
+
 BIAS_KINDS: dict[str, Callable] = {
     "normal": _normal_bias,
     "alibi": _alibi_bias,
     "padding": _padding(-10000.0),  # Megatron's and BERT's additive mask
     "neg_inf_padding": _padding(-math.inf),  # scaled_dot_product_attention's float mask
+    "neg_inf_left_padding": _left_padding_to_a_tile,  # left padding ending at a tile seam
 }
 # Which dims of x a bias spans (the others broadcast): one row for every row, every row its own, or all but the
 # first (a batch dim broadcast over, as an attention bias over heads and queries is).

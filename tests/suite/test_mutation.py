@@ -41,11 +41,11 @@ FORWARD_SUB_RUNS = {"cpu": 3}
 DEVICE_FORWARD_SUB_RUNS = 6
 # The mutants of an operation's own kernel (a bug in rowwise's backward or scaled softmax, the forward correct) have
 # a sub-run per kernel, of its operations' accuracy tests only: among the others each passed every forward test
-# before one of its operations caught it.  Test ids end "-softmax_backward-<dtype>]", "-scaled_softmax-<dtype>]"...
-OPERATION_TESTS = {
-    "backward": "test_output_within_derived_bound and (softmax_backward-float or softmax_backward-bfloat)",
-    "scaled": "test_output_within_derived_bound and (scaled_softmax or biased_softmax or causal_softmax)",
-}
+# before one of its operations caught it.  A kernel is named by the Operation flag its operations share; their test
+# ids read "[<kernel>-<operation>-<dtype>]".
+OPERATION_TESTS = {kernel: "test_output_within_derived_bound and ("
+                   + " or ".join(f"-{op.name}-" for op in OPERATIONS.values() if getattr(op, kernel)) + ")"
+                   for kernel in ("backward", "scaled")}
 
 
 # A forward mutant's other kernels are correct: the tests of their operations cannot catch it, and a mutant caught
