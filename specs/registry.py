@@ -342,6 +342,9 @@ def resolve(selector: str) -> KernelSpec:
             raise ValueError(f"--kernel {selector!r}: {error}") from None
     callables = {runs: getattr(function, runs, None) if any(declares(capabilities, op) for op in operations) else None
                  for runs, operations in optional_callables().items()}
+    for runs, given in {SOFTMAX.runs: function, **callables}.items():
+        check_signature(selector, runs, given, [op for op in OPERATIONS.values()
+                                                if op.runs == runs and declares(capabilities, op)])
     return KernelSpec(
         selector, function, capabilities, **callables,
         precision=precision_model(selector, function),
@@ -350,6 +353,26 @@ def resolve(selector: str) -> KernelSpec:
         replay_selector=replay_selector_of(selector),
         pythonpath=pythonpath,
     )
+
+
+def check_signature(selector: str, runs: str, function, operations: list[Declared]) -> None:
+    """ValueError unless ``function`` (a user kernel's ``runs`` callable; None: not given, which the registration
+    names) takes each of ``operations``' calls: its arguments in order, and ``out_dtype=`` where the entry has one.
+    A callable whose signature Python cannot read is taken as it is."""
+    if function is None:
+        return
+    try:
+        signature = inspect.signature(function)
+    except (TypeError, ValueError):
+        return
+    for op in operations:
+        keywords = {} if op.out_dtype is None else {"out_dtype": op.out_dtype}
+        try:
+            signature.bind(*op.arguments, **keywords)
+        except TypeError as error:
+            asked = ", ".join([*op.arguments, *(f"{k}={v}" for k, v in keywords.items())])
+            raise ValueError(f"--kernel {selector!r}: the suite calls its {op.what} as {runs}({asked}); "
+                             f"{runs}{signature} cannot take that ({error})") from None
 
 
 def replay_selector_of(selector: str) -> str:

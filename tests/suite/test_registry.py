@@ -50,6 +50,35 @@ def test_a_precision_model_takes_the_one_call(monkeypatch):
     assert inspect.unwrap(resolve("kernels.torch_softmax:old_precision").precision) is precision
 
 
+def test_a_kernel_that_cannot_take_the_suites_calls_is_refused_at_start_naming_the_call(monkeypatch):
+    """A softmax without dim, or a declared backward without y, would fail every test alike: refused when named."""
+    def softmax(x):
+        return torch.softmax(x, -1)
+
+    monkeypatch.setattr(torch_softmax, "no_dim", softmax, raising=False)
+    with pytest.raises(ValueError, match=r"no_dim'.*calls its softmax as softmax\(x, dim\); softmax\(x\) cannot"):
+        resolve("kernels.torch_softmax:no_dim")
+
+    def with_backward(x, dim):
+        return torch.softmax(x, dim)
+
+    with_backward.capabilities = Capabilities(backward=True)
+    with_backward.softmax_backward = lambda grad, dim: grad
+    monkeypatch.setattr(torch_softmax, "with_backward", with_backward, raising=False)
+    with pytest.raises(ValueError, match=r"softmax backward as softmax_backward\(grad, y, dim\)"):
+        resolve("kernels.torch_softmax:with_backward")
+    with_backward.softmax_backward = lambda grad, y, dim: grad
+    assert resolve("kernels.torch_softmax:with_backward").softmax_backward is with_backward.softmax_backward
+
+    def without_out_dtype(x, dim):
+        return torch.softmax(x, dim)
+
+    without_out_dtype.capabilities = Capabilities(out_dtype=True)
+    monkeypatch.setattr(torch_softmax, "without_out_dtype", without_out_dtype, raising=False)
+    with pytest.raises(ValueError, match=r"softmax\(x, dim, out_dtype=torch.float32\)"):
+        resolve("kernels.torch_softmax:without_out_dtype")
+
+
 @pytest.mark.parametrize("selector,message", [
     ("kernels.torch_softmax:nothing_here", "no callable"),
     ("nowhere", "not a registered kernel"),
