@@ -95,10 +95,17 @@ def gate_kernel_baseline(made_baseline) -> tuple[Path, dict]:
     return made_baseline("gate-kernel-baseline", *GATE_TESTS, "--kernel", GATE_KERNEL)
 
 
+# What a copy of the checkout leaves out: what git ignores and git's own folder (nothing a README command reads).
+NOT_COPIED = shutil.ignore_patterns(".git", "reports", ".venv*", "build", ".whl", "soak", "__pycache__", ".hypothesis",
+                                    ".pytest_cache", "*.egg-info")
+
+
 @pytest.fixture
 def readme_command(once, backend):
     """``readme_command(command)``: the README's ``command`` run once for the whole run, as written, by a shell from
-    the checkout's root, with nothing inherited that the README does not say: its exit status and output.
+    the root of a copy of the checkout (made once for the run: what the commands write, ``reports/`` of the README,
+    stays out of the user's checkout), with nothing inherited that the README does not say: its exit status and
+    output, and ``root``, the copy's root.
 
     Only in a run on the CPU, where CI runs it: on a GPU or NPU the command would take the device too, and its own
     ``-n auto`` workers beside this run's ran out of device memory (an H100, 16 workers each)."""
@@ -106,13 +113,18 @@ def readme_command(once, backend):
         pytest.skip(f"the README's commands are run in a run on the CPU; this one runs on {backend.name}, whose "
                     "memory a nested run's workers would share with this run's")
 
+    def copy(folder):
+        shutil.copytree(ROOT, folder / "checkout", ignore=NOT_COPIED)
+        return {"root": str(folder / "checkout")}
+
     def run(command: str) -> dict:
         def make(folder):
+            root = once("readme-checkout", copy)[0]["root"]
             env = {k: v for k, v in os.environ.items() if k not in ("TRITON_INTERPRET", "PYTEST_XDIST_WORKER",
                                                                      "PYTEST_XDIST_WORKER_COUNT", "PYTHONPATH")}
-            result = subprocess.run(command, shell=True, cwd=ROOT, env=env, capture_output=True, text=True,
+            result = subprocess.run(command, shell=True, cwd=root, env=env, capture_output=True, text=True,
                                     timeout=900)
-            return {"returncode": result.returncode, "stdout": result.stdout, "stderr": result.stderr}
+            return {"returncode": result.returncode, "stdout": result.stdout, "stderr": result.stderr, "root": root}
 
         return once("readme-" + hashlib.sha256(command.encode()).hexdigest()[:16], make)[0]
 

@@ -12,7 +12,6 @@ from matplotlib import image
 
 from tests.suite.test_readme import FAILING
 
-ROOT = Path(__file__).resolve().parents[2]
 BROWSER = next((shutil.which(name) for name in ("chromium", "chromium-browser", "google-chrome")
                 if shutil.which(name)), None)
 
@@ -33,7 +32,7 @@ def test_the_html_report_of_a_failing_run_loads_in_a_browser(readme_command, tmp
     """The report of the README's failing run (reports/mine), copied beside the probe page."""
     failed = readme_command(FAILING)
     assert failed["returncode"] == pytest.ExitCode.TESTS_FAILED, failed["stdout"][-3000:]
-    shutil.copytree(ROOT / "reports" / "mine", tmp_path, dirs_exist_ok=True)
+    shutil.copytree(Path(failed["root"]) / "reports" / "mine", tmp_path, dirs_exist_ok=True)
     (tmp_path / "probe.html").write_text(PROBE)
     opened = subprocess.run([BROWSER, "--headless", "--no-sandbox", "--disable-gpu", "--allow-file-access-from-files",
                              "--enable-logging=stderr", "--v=0", "--dump-dom", (tmp_path / "probe.html").as_uri()],
@@ -54,7 +53,7 @@ def test_the_failing_runs_report_shows_its_failures_highlighted_on_screen(readme
     assert failed["returncode"] == pytest.ExitCode.TESTS_FAILED, failed["stdout"][-3000:]
     shot = tmp_path / "index.png"
     subprocess.run([BROWSER, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--window-size=1280,2400",
-                    f"--screenshot={shot}", (ROOT / "reports" / "mine" / "index.html").as_uri()],
+                    f"--screenshot={shot}", (Path(failed["root"]) / "reports" / "mine" / "index.html").as_uri()],
                    capture_output=True, text=True, timeout=120)
     pixels = image.imread(shot)[..., :3]
     red = np.all(np.abs(pixels - np.array([0xff, 0xdd, 0xdd]) / 255) < 0.02, axis=-1)  # the .bad rows' #fdd
