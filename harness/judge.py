@@ -198,6 +198,7 @@ class Judgement:
         else:
             worst = (f"got {got!r}, correctly rounded {expected!r}, {k.fractional[row, col]:.4g} ULP from exact, "
                      f"bound {k.bound[row, col]:.4g} ULP")
+        judged = int((~k.special).sum())
         return "\n".join([
             f"{k.name}: {int(bad.sum())} of {bad.size} elements beyond the derived bound ({self.fmt}, {k.profile.name})"
             + (f"; {specials} of them special: results that are exact whatever the rounding" if specials else ""),
@@ -206,9 +207,8 @@ class Judgement:
             f"{self.inputs[row, :8].tolist()}",
             *([f"that row's grad (first 8): {as_rows(self.call.grad, self.call.dim)[row, :8].tolist()}"]
               if self.call.operation.backward else []),
-            f"kernel: max {kernel['max_ulp']:.0f} ULP, mean {kernel['mean_ulp']:.3f}{non_finite(kernel)}; "
-            f"torch on the same input: max {peer['max_ulp']:.0f} ULP, mean {peer['mean_ulp']:.3f}{non_finite(peer)} "
-            f"(statistics of the {int((~k.special).sum())} elements judged by a bound)",
+            f"kernel: {figures(kernel, judged)}; torch on the same input: {figures(peer, judged)} (of the {judged} "
+            "elements judged by a bound)",
             f"input: {self.replay}",
         ])
 
@@ -219,9 +219,12 @@ class Judgement:
         return semantics.rule_of(self.logits[row].double().numpy()).why
 
 
-def non_finite(summary: dict) -> str:
+def figures(summary: dict, judged: int) -> str:
+    """The largest and mean ULP over the ``judged`` results that have a distance to the oracle's, and the NaN or inf
+    that have none: a failure's "inf ULP from exact" is not followed by "max 0 ULP" unqualified."""
     n = summary["non_finite"]
-    return f", {n} NaN or inf where the oracle's result is finite (or the reverse)" if n else ""
+    said = f"max {summary['max_ulp']:.0f} ULP, mean {summary['mean_ulp']:.3f} over {judged - n} result(s)"
+    return said + (f", and {n} NaN or inf where the oracle's result is finite (or the reverse)" if n else "")
 
 
 def expect_refusal(kernel: KernelSpec, call: Call, refusal: Exception, judge=None) -> None:

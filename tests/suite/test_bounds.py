@@ -116,7 +116,19 @@ def test_a_special_value_mismatch_is_named_for_what_it_is():
     text = judge_softmax(zeroed, Call(x, -1, SOFTMAX, "cpu"), y, replay="here").explain()
     assert "3 of 6 elements beyond the derived bound" in text and "3 of them special" in text
     assert "got 0.0, expected exactly nan: the row holds a NaN" in text
-    assert "(statistics of the 3 elements judged by a bound)" in text
+    assert "kernel: max 0 ULP, mean 0.000 over 3 result(s); torch on the same input: max 0 ULP, mean 0.000 over 3 " \
+           "result(s) (of the 3 elements judged by a bound)" in text
+
+
+def test_the_figures_of_a_failure_count_the_nan_apart_from_the_results_they_are_of():
+    """An inf where the softmax is finite: "inf ULP from exact" for the worst element, and the statistics say they
+    are of the results that have a distance, the inf counted apart (not a bare "max 0 ULP")."""
+    x = torch.tensor([[1.0, 2.0, 3.0]])
+    y = torch.softmax(x, -1)
+    y[0, 1] = float("inf")
+    text = judge_softmax(resolve("torch.nn.functional:softmax"), Call(x, -1, SOFTMAX, "cpu"), y, replay="here").explain()
+    assert "got inf, correctly rounded" in text and "inf ULP from exact" in text
+    assert "kernel: max 0 ULP, mean 0.000 over 2 result(s), and 1 NaN or inf where the oracle's result is finite" in text
 
 
 @pytest.mark.parametrize("reduction", [Reduction("sequential"), Reduction("numpy-pairwise-block"),
