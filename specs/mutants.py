@@ -4,14 +4,19 @@ Each mutant is a parent, ``kernels.rowwise`` (one block per row, and its backwar
 ``kernels.online`` (an online two-pass softmax, for the bugs of that
 algorithm), compiled with one ``MUTATION`` switch, and declares its parent's
 record (capabilities and precision profile: ``specs.rowwise``, ``specs.online``),
-so only the bug differs.  They are not registered: ``--kernel specs.mutants:NAME``
+so only the bug differs; a mutant of one operation's kernel declares, of that kernel's operations, those
+its bug reaches (``reaches``: a log_softmax backward's bug leaves the softmax backward correct, whose tests would
+only pass it).  They are not registered: ``--kernel specs.mutants:NAME``
 selects one, as a user would select their own kernel.  ``tests/suite/test_mutation.py`` runs
 the suite against every one of them and expects each to be caught.
 """
 
+from dataclasses import replace
+
 from kernels import online, rowwise
 
 from . import online as online_record
+from .operations import OPERATIONS
 from . import rowwise as rowwise_record
 
 BUG_CLASSES = {
@@ -60,8 +65,9 @@ BUG_CLASSES = {
 PARENTS = {rowwise: "rowwise", online: "specs.online:softmax"}
 
 
-def mutant(code, parent=rowwise, record=rowwise_record):
-    """A kernel callable: ``parent`` with bug ``code`` planted, declaring the parent's ``record``."""
+def mutant(code, parent=rowwise, record=rowwise_record, reaches: tuple[str, ...] = ()):
+    """A kernel callable: ``parent`` with bug ``code`` planted, declaring the parent's ``record``, less the operations
+    of its bug's kernel that it does not reach where ``reaches`` names those it does."""
 
     def softmax(x, dim=-1):
         return parent.launch(x, dim, code)
@@ -91,11 +97,19 @@ def mutant(code, parent=rowwise, record=rowwise_record):
     # The kernel its bug lives in: "forward", or rowwise's "backward" or "scaled", whose operations' tests alone can
     # catch it (tests/suite/test_mutation.py runs only those).
     softmax.kernel = getattr(parent, "kernel_of", lambda code: "forward")(code.value)
-    softmax.capabilities = record.CAPABILITIES
+    unreached = [op for op in OPERATIONS.values()
+                 if reaches and getattr(op, softmax.kernel, False) and op.name not in reaches]
+    softmax.capabilities = replace(record.CAPABILITIES, **{flag: False for op in unreached for flag in op.flags})
     softmax.precision = record.precision
     softmax.parent = PARENTS[parent]
     return softmax
 
+
+# The operations a bug of one of them reaches (the others' tests skip its mutant).
+SOFTMAX_BACKWARD = ("softmax_backward",)
+LOG_BACKWARD = ("log_softmax_backward",)
+BIASED = ("biased_softmax",)
+CAUSAL = ("causal_softmax",)
 
 ignore_column_stride = mutant(rowwise.IGNORE_COLUMN_STRIDE)
 zero_padding = mutant(rowwise.ZERO_PADDING)
@@ -121,16 +135,16 @@ bf16_truncation = mutant(rowwise.BF16_TRUNCATION)
 fp16_reciprocal = mutant(rowwise.FP16_RECIPROCAL)
 row_index_wrap = mutant(rowwise.ROW_INDEX_WRAP)
 online_neg_inf_head = mutant(online.NEG_INF_HEAD_NAN, online, online_record)
-backward_bf16_dot = mutant(rowwise.BACKWARD_BF16_DOT)
-backward_sum_of_grad = mutant(rowwise.BACKWARD_SUM_OF_GRAD)
-backward_dot_misses_last = mutant(rowwise.BACKWARD_DOT_MISSES_LAST)
-backward_half_difference = mutant(rowwise.BACKWARD_DIFFERENCE_IN_INPUT_DTYPE)
-log_backward_softmax_dot = mutant(rowwise.LOG_BACKWARD_SOFTMAX_DOT)
-log_backward_y_for_exp = mutant(rowwise.LOG_BACKWARD_Y_FOR_EXP)
-log_backward_half_exp = mutant(rowwise.LOG_BACKWARD_EXP_IN_INPUT_DTYPE)
+backward_bf16_dot = mutant(rowwise.BACKWARD_BF16_DOT, reaches=SOFTMAX_BACKWARD)
+backward_sum_of_grad = mutant(rowwise.BACKWARD_SUM_OF_GRAD, reaches=SOFTMAX_BACKWARD)
+backward_dot_misses_last = mutant(rowwise.BACKWARD_DOT_MISSES_LAST, reaches=SOFTMAX_BACKWARD)
+backward_half_difference = mutant(rowwise.BACKWARD_DIFFERENCE_IN_INPUT_DTYPE, reaches=SOFTMAX_BACKWARD)
+log_backward_softmax_dot = mutant(rowwise.LOG_BACKWARD_SOFTMAX_DOT, reaches=LOG_BACKWARD)
+log_backward_y_for_exp = mutant(rowwise.LOG_BACKWARD_Y_FOR_EXP, reaches=LOG_BACKWARD)
+log_backward_half_exp = mutant(rowwise.LOG_BACKWARD_EXP_IN_INPUT_DTYPE, reaches=LOG_BACKWARD)
 backward_grad_with_y_strides = mutant(rowwise.BACKWARD_GRAD_WITH_Y_STRIDES)
 scale_after_max_in_input_dtype = mutant(rowwise.SCALE_AFTER_MAX_IN_INPUT_DTYPE)
 scale_in_input_dtype = mutant(rowwise.SCALE_IN_INPUT_DTYPE)
-causal_diagonal_off_by_one = mutant(rowwise.CAUSAL_DIAGONAL_OFF_BY_ONE)
-bias_of_first_row = mutant(rowwise.BIAS_OF_FIRST_ROW)
-bias_neg_inf_as_finite = mutant(rowwise.BIAS_NEG_INF_AS_FINITE)
+causal_diagonal_off_by_one = mutant(rowwise.CAUSAL_DIAGONAL_OFF_BY_ONE, reaches=CAUSAL)
+bias_of_first_row = mutant(rowwise.BIAS_OF_FIRST_ROW, reaches=BIASED)
+bias_neg_inf_as_finite = mutant(rowwise.BIAS_NEG_INF_AS_FINITE, reaches=BIASED)
