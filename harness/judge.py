@@ -270,9 +270,10 @@ def judge_softmax(kernel: KernelSpec, call: Call, y: torch.Tensor, *, replay: st
                   command: str | None = None) -> Judgement:
     """Judge ``y``, the kernel's result for ``call``, with torch as the peer."""
     x, expected_dtype = call.x, call.result_dtype
-    if y.shape != x.shape or y.dtype != expected_dtype:
-        raise BeyondBound(f"{kernel.name}: output {tuple(y.shape)} {y.dtype}, expected {tuple(x.shape)} "
-                          f"{expected_dtype}; replay: {replay}", command)
+    if y.shape != x.shape or y.dtype != expected_dtype:  # not a verdict on numbers: no element has one to judge
+        raise ContractBroken(f"{kernel.name}: the kernel returned a result of shape {tuple(y.shape)} and dtype "
+                             f"{y.dtype} for {call.operation.name}, whose result has x's shape {tuple(x.shape)} and "
+                             f"dtype {expected_dtype}; replay: {replay}", command)
     oracle = oracle_of(call)
     peer = torch_softmax.SPEC
     inputs = as_rows(x, call.dim)

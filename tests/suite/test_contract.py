@@ -6,7 +6,8 @@ from dataclasses import replace
 import pytest
 import torch
 
-from harness.judge import expect_refusal
+from harness.calls import ContractBroken
+from harness.judge import expect_refusal, judge_softmax
 from kernels.fused_softmax import softmax as fused_softmax
 from oracles.call import Call
 from specs.operations import SOFTMAX
@@ -51,3 +52,11 @@ def test_documents_wrapper_refuses_tensors_on_another_device(backend):
     elsewhere = "meta" if backend.interpreted else "cpu"
     with pytest.raises(ValueError, match=f"x is on {elsewhere}"):
         fused_softmax(torch.randn(4, 8, device=elsewhere))
+
+
+@pytest.mark.parametrize("returned", [torch.zeros(2, 3, dtype=torch.float64), torch.zeros(3, 2)], ids=["dtype", "shape"])
+def test_a_result_of_another_dtype_or_shape_is_a_broken_contract_not_a_verdict_on_numbers(returned):
+    user = resolve("torch.nn.functional:softmax")
+    with pytest.raises(ContractBroken, match=r"returned a result of shape .* for softmax, whose result has x's shape "
+                                             r"\(2, 3\) and dtype torch.float32"):
+        judge_softmax(user, Call(torch.zeros(2, 3), 1, SOFTMAX, "cpu"), returned, replay="here")
