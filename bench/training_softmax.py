@@ -161,7 +161,7 @@ def measure(operation: Declared, specs: list[KernelSpec], n: int, dtype: torch.d
             error = (spec.run(given).double().reshape(exact.shape) - exact).abs()
             result["max_abs_error"][spec.name] = error.nan_to_num(nan=math.inf).max().item()
             providers[spec.name] = (spec.run, rotated_calls(given))
-            nbytes[spec.name] = moved_bytes(given)
+            nbytes[spec.name] = moved_bytes(call)  # the operation's bytes, whatever view a kernel was given
     del exact
     copy_inputs = [c.x for c in rotated_calls(call)]
     providers["copy"] = (lambda x: torch.empty_like(x).copy_(x), copy_inputs)

@@ -319,7 +319,7 @@ class Guard:
     def call(self, spec: KernelSpec, op: str, function: Callable, x, dim, args: tuple, kwargs: dict):
         if not has_storage(x):  # refused inputs without memory (meta, sparse, nested): nothing to guard
             return function(x, *args, **kwargs)
-        named = [(name, t) for name, t in zip(argument_names(op), (x, *args)) if has_storage(t)]
+        named = [(name, t) for name, t in (*zip(argument_names(op), (x, *args)), *kwargs.items()) if has_storage(t)]
         inputs = [t for _, t in named]
         call = self.describe(spec, op, x, dim)
         call["inputs"] = [name for name, _ in named]

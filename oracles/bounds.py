@@ -397,9 +397,10 @@ def log_softmax_bound(x: np.ndarray, exact: np.ndarray, out: Format, profile: Pr
             log_error = log_error + 0.5 * ulp(np.abs(np.where(t.regular, peak, 0.0) + log_total) * (1 + 2.0**-10), c)
         error = t.gap_error + shift + log_error + ar.log_result_ulps * ulp(np.abs(f) + shift + log_error, c)
         error = error + conversion_error(np.abs(f) + error, np.abs(f) - error, out, ar)
-        # An absolute error in ulps of a result near 0 can pass float64's range (1e-16 against the 5e-324 of a
+        # A finite absolute error in ulps of a result near 0 can pass float64's range (1e-16 against the 5e-324 of a
         # float64 subnormal): the largest float stands for it, since an infinite bound fails every inexact result.
-        bound = np.minimum(error / ulp(f, out), np.finfo(np.float64).max)
+        # An infinite error (a result past the output format's range) keeps its infinite bound.
+        bound = np.where(np.isfinite(error), np.minimum(error / ulp(f, out), np.finfo(np.float64).max), np.inf)
     return np.where(t.regular & (t.w < 1) & (t.gamma < 1), bound, np.where(t.regular, np.inf, np.nan))
 
 

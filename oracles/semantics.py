@@ -27,11 +27,12 @@ NaN of y) stay arithmetic.  A non-finite product or sum reaches every result of
 its row: an infinite ``g_k y_k`` or ``sum g`` makes each ``y_j (g_j - S)``
 and each ``g_j - exp(y_j) G`` an infinity of the opposite sign, or NaN where it
 meets its own infinity or a zero (``0 * inf``), in ``y g - y S`` as in
-``y (g - S)``.  Where the definition gives an infinity, NaN is accepted too
-(:func:`nan_for_infinity`): an ``exp(y_j)`` that underflows in the kernel's
-precision (fp32's below 1e-45, float64's not) meets the infinite sum as
-``0 * inf``.  A kernel that gives finite numbers there hides an overflow from
-the loss scaler that looks for it.
+``y (g - S)``, in any format, FMA or not.  In the log_softmax backward, where
+the definition gives an infinity, NaN is accepted too (:func:`nan_for_infinity`):
+an ``exp(y_j)`` that underflows in the kernel's precision (fp32's below 1e-45,
+float64's not) meets the infinite sum as ``0 * inf``.  A kernel that gives finite numbers there hides an overflow from
+the loss scaler that looks for it (one that returns ``g_j`` for a ``y_j`` of -inf without the product does, where
+``G`` is infinite: ``g_j - 0 * inf`` is NaN).
 
 Masked softmax (``masked_softmax(x, mask, dim)``, ``mask`` True = keep): masked
 entries act as -inf (whatever they held, NaN included), and the rules then
@@ -133,8 +134,8 @@ def rule_of(row: Rows) -> Rule | None:
 
 
 def nan_for_infinity(expected: np.ndarray, got: np.ndarray) -> np.ndarray:
-    """The decided results of a backward where ``got`` is NaN for the definition's infinity (module docstring), which
-    is accepted; a NaN of the definition is never an infinity, and a finite number neither."""
+    """The decided results of a log_softmax backward where ``got`` is NaN for the definition's infinity (module
+    docstring), which is accepted; a NaN of the definition is never an infinity, and a finite number neither."""
     return np.isinf(expected) & np.isnan(got)
 
 
@@ -145,7 +146,14 @@ def decide_backward(y: Rows, g: Rows, *, log: bool) -> tuple[np.ndarray, np.ndar
     y, g = np.asarray(y, dtype=np.float64), np.asarray(g, dtype=np.float64)
     with np.errstate(all="ignore"):
         if log:
-            results = g - np.exp(y) * g.sum(-1, keepdims=True)
+            # G as the definition has it: correctly rounded (fsum) where the gradient is finite, so that its sign and
+            # whether it is 0 decide exp(+inf) * G; where it is not, IEEE's sum (its inf - inf is NaN, as fsum raises).
+            # G as the definition has it: correctly rounded (fsum) where the gradient is finite, so that its sign, and
+            # whether it is 0, decide exp(+inf) * G; elsewhere IEEE's sum (its inf - inf is NaN, where fsum raises).
+            total = g.sum(-1, keepdims=True)
+            for index in zip(*np.nonzero(np.isfinite(g).all(-1))):
+                total[index] = math.fsum(g[index].tolist())
+            results = g - np.exp(y) * total
             inputs_special = ~np.isfinite(g).all(-1, keepdims=True) | np.isnan(y) | np.isposinf(y)
         else:
             results = y * (g - (g * y).sum(-1, keepdims=True))

@@ -95,9 +95,27 @@ def gate_kernel_baseline(made_baseline) -> tuple[Path, dict]:
     return made_baseline("gate-kernel-baseline", *GATE_TESTS, "--kernel", GATE_KERNEL)
 
 
-# What a copy of the checkout leaves out: what git ignores and git's own folder (nothing a README command reads).
-NOT_COPIED = shutil.ignore_patterns(".git", "reports", ".venv*", "build", ".whl", "soak", "__pycache__", ".hypothesis",
-                                    ".pytest_cache", "*.egg-info")
+# What a copy of a checkout that is not a git work tree leaves out, at its root: what .gitignore lists there, and the
+# caches of every folder (nothing a README command reads).
+NOT_COPIED_AT_ROOT = {"reports", "build", ".whl", "soak", ".hypothesis", ".pytest_cache"}
+
+
+def copy_of_checkout(target: Path) -> None:
+    """The checkout's files in ``target``: those git lists (tracked, and untracked but not ignored) in a git work
+    tree, else all but :data:`NOT_COPIED_AT_ROOT`, virtual environments and caches; links copied as links."""
+    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
+                            capture_output=True)
+    if listed.returncode != 0:
+        def ignored(folder, names):
+            return {n for n in names if n in ("__pycache__", ".git") or n.endswith(".egg-info") or n.startswith(".venv")
+                    or (Path(folder) == ROOT and n in NOT_COPIED_AT_ROOT)}
+        shutil.copytree(ROOT, target, ignore=ignored, symlinks=True)
+        return
+    for name in filter(None, listed.stdout.decode().split("\0")):
+        source, copy = ROOT / name, target / name
+        if source.is_symlink() or source.is_file():  # a tracked file deleted in the work tree is left out
+            copy.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, copy, follow_symlinks=False)
 
 
 @pytest.fixture
@@ -114,7 +132,7 @@ def readme_command(once, backend):
                     "memory a nested run's workers would share with this run's")
 
     def copy(folder):
-        shutil.copytree(ROOT, folder / "checkout", ignore=NOT_COPIED)
+        copy_of_checkout(folder / "checkout")
         return {"root": str(folder / "checkout")}
 
     def run(command: str) -> dict:

@@ -2,6 +2,7 @@
 tests/kernel/test_bound_tightness.py)."""
 
 import itertools
+import math
 from dataclasses import replace
 
 import numpy as np
@@ -69,6 +70,17 @@ GAP_ROUNDED_PAST_UNDERFLOW = Case((31,), 0, torch.float32, Values("uniform", 100
 # A float64 log_softmax whose largest entry's result is a float64 subnormal (-1.4e-310; torch gives 0): its absolute
 # error bound in ulps of that result passed float64's range, and an infinite bound failed torch (dev profile draw).
 SUBNORMAL_LOG_SOFTMAX = Case((3,), 0, torch.float64, Values("dominant", 715.0), seed=0)
+
+
+def test_a_log_softmax_result_past_the_formats_range_is_judged_exactly():
+    """fp32 log_softmax of [3e38, -3e38, 0]: the second result is -inf; a kernel giving 0.0 there fails (the cap of
+    the subnormal results' bounds leaves an infinite error's bound infinite)."""
+    x = torch.tensor([[3e38, -3e38, 0.0]])
+    call = Call(x, -1, LOG_SOFTMAX, "cpu")
+    y = torch.log_softmax(x, -1)
+    assert y[0, 1] == -math.inf
+    y[0, 1] = 0.0
+    assert not judge_softmax(resolve("torch.nn.functional:softmax"), call, y, replay="here").ok
 
 
 @given(case=cases(Capabilities(), "cpu"))
