@@ -27,10 +27,13 @@ NaN of y) stay arithmetic.  A non-finite product or sum reaches every result of
 its row: an infinite ``g_k y_k`` or ``sum g`` makes each ``y_j (g_j - S)``
 and each ``g_j - exp(y_j) G`` an infinity of the opposite sign, or NaN where it
 meets its own infinity or a zero (``0 * inf``), in ``y g - y S`` as in
-``y (g - S)``, in any format, FMA or not.  In the log_softmax backward, where
-the definition gives an infinity, NaN is accepted too (:func:`nan_for_infinity`):
-an ``exp(y_j)`` that underflows in the kernel's precision (fp32's below 1e-45,
-float64's not) meets the infinite sum as ``0 * inf``.  A kernel that gives finite numbers there hides an overflow from
+``y (g - S)``, in any format, FMA or not.  Where the definition gives an
+infinity, NaN is accepted too (:func:`nan_for_infinity`): a kernel's
+arithmetic may see a zero that the definition does not, and meet the infinite
+sum as ``0 * inf``: in the log_softmax backward an ``exp(y_j)`` that underflows
+in the kernel's precision (fp32's below 1e-45, float64's not), in the softmax
+backward a subnormal ``y_j`` read as 0 (the Triton interpreter's bf16 upcast,
+``oracles.bounds.unreliable_input_below``; a nightly draw on the CPU).  A kernel that gives finite numbers there hides an overflow from
 the loss scaler that looks for it (one that returns ``g_j`` for a ``y_j`` of -inf without the product does, where
 ``G`` is infinite: ``g_j - 0 * inf`` is NaN).
 
@@ -134,8 +137,8 @@ def rule_of(row: Rows) -> Rule | None:
 
 
 def nan_for_infinity(expected: np.ndarray, got: np.ndarray) -> np.ndarray:
-    """The decided results of a log_softmax backward where ``got`` is NaN for the definition's infinity (module
-    docstring), which is accepted; a NaN of the definition is never an infinity, and a finite number neither."""
+    """The decided results of a backward where ``got`` is NaN for the definition's infinity (module docstring), which
+    is accepted; a NaN of the definition is never an infinity, and a finite number neither."""
     return np.isinf(expected) & np.isnan(got)
 
 
