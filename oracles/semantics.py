@@ -33,9 +33,10 @@ arithmetic may see a zero that the definition does not, and meet the infinite
 sum as ``0 * inf``: in the log_softmax backward an ``exp(y_j)`` that underflows
 in the kernel's precision (fp32's below 1e-45, float64's not), in the softmax
 backward a subnormal ``y_j`` read as 0 (the Triton interpreter's bf16 upcast,
-``oracles.bounds.unreliable_input_below``; a nightly draw on the CPU).  A kernel that gives finite numbers there hides an overflow from
-the loss scaler that looks for it (one that returns ``g_j`` for a ``y_j`` of -inf without the product does, where
-``G`` is infinite: ``g_j - 0 * inf`` is NaN).
+``oracles.bounds.unreliable_input_below``; a nightly draw on the CPU).  A kernel
+that gives finite numbers there hides an overflow from the loss scaler that
+looks for it (one that returns ``g_j`` for a ``y_j`` of -inf without the
+product does, where ``G`` is infinite: ``g_j - 0 * inf`` is NaN).
 
 Masked softmax (``masked_softmax(x, mask, dim)``, ``mask`` True = keep): masked
 entries act as -inf (whatever they held, NaN included), and the rules then
@@ -149,12 +150,11 @@ def decide_backward(y: Rows, g: Rows, *, log: bool) -> tuple[np.ndarray, np.ndar
     y, g = np.asarray(y, dtype=np.float64), np.asarray(g, dtype=np.float64)
     with np.errstate(all="ignore"):
         if log:
-            # G as the definition has it: correctly rounded (fsum) where the gradient is finite, so that its sign and
-            # whether it is 0 decide exp(+inf) * G; where it is not, IEEE's sum (its inf - inf is NaN, as fsum raises).
-            # G as the definition has it: correctly rounded (fsum) where the gradient is finite, so that its sign, and
-            # whether it is 0, decide exp(+inf) * G; elsewhere IEEE's sum (its inf - inf is NaN, where fsum raises).
+            # G: IEEE's sum (its inf - inf is NaN, where fsum raises); correctly rounded (fsum) in the rows whose
+            # gradient is finite and whose y holds a NaN or +inf, where its sign, and whether it is 0, decide
+            # exp(+inf) * G (the only rows where a finite G reaches a decided result).
             total = g.sum(-1, keepdims=True)
-            for index in zip(*np.nonzero(np.isfinite(g).all(-1))):
+            for index in zip(*np.nonzero(np.isfinite(g).all(-1) & (np.isnan(y) | np.isposinf(y)).any(-1))):
                 total[index] = math.fsum(g[index].tolist())
             results = g - np.exp(y) * total
             inputs_special = ~np.isfinite(g).all(-1, keepdims=True) | np.isnan(y) | np.isposinf(y)

@@ -16,8 +16,8 @@ from dataclasses import replace
 from kernels import online, rowwise
 
 from . import online as online_record
-from .operations import OPERATIONS
 from . import rowwise as rowwise_record
+from .operations import OPERATIONS
 
 BUG_CLASSES = {
     "ignore_column_stride": "column stride ignored",
