@@ -10,6 +10,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
+from harness.judge import judge_softmax
 from oracles import backward
 from oracles.backward import backward_rows, exact_log_row, exact_row, log_backward_rows
 from oracles.bounds import PrecisionProfile, softmax_backward_bound
@@ -18,7 +19,7 @@ from oracles.formats import BF16, FP16, FP32, FP64, Format, round_float64, round
 from oracles.profiles import ORDER_FREE, TORCH_CPU, TORCH_CUDA
 from oracles.ulp import fractional_ulp_error
 from specs.operations import LOG_SOFTMAX_BACKWARD, SOFTMAX_BACKWARD
-from specs.registry import unknown_profile
+from specs.registry import resolve, unknown_profile
 
 FORMATS = [FP32, FP16, BF16]
 EXACT = mpmath.MPContext()
@@ -147,6 +148,21 @@ def test_special_inputs_decide_what_ieee_arithmetic_on_the_definition_makes_non_
             alone = backward.softmax_backward(Call(finite_y[rows], -1, op, "cpu", grad=g[rows]))
             kept = ~non_finite[rows]
             assert np.array_equal(result.rounded[rows][kept], alone.rounded[kept])
+
+
+def test_a_backward_that_hides_an_overflowed_gradient_fails_and_nan_for_its_infinity_passes():
+    """A gradient of -inf (an overflow under loss scaling): the definition's results are NaN and +inf; a kernel giving
+    finite numbers there fails, as does one giving an infinity for a NaN; NaN for the +inf passes."""
+    y, g = torch.tensor([[0.5, 0.5]]), torch.tensor([[-math.inf, 1.0]])
+    call = Call(y, -1, SOFTMAX_BACKWARD, "cpu", grad=g)
+    user = resolve("torch.nn.functional:softmax")
+
+    def verdict(result):
+        return judge_softmax(user, call, torch.tensor([result]), replay="here").ok
+
+    assert np.array_equal(backward.softmax_backward(call).rounded, [[math.nan, math.inf]], equal_nan=True)
+    assert verdict([math.nan, math.inf]) and verdict([math.nan, math.nan])
+    assert not verdict([0.0, 0.0]) and not verdict([math.nan, 1.0]) and not verdict([math.inf, math.inf])
 
 
 def half_dot_backward(y: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
