@@ -6,4 +6,5 @@ Hypothesis profiles are defined in :mod:`harness.profiles`.
 """
 
 pytest_plugins = ["harness.payload", "harness.session", "harness.plugin", "harness.scheduling", "harness.sharding",
-                  "harness.seeding", "harness.timebox", "harness.reporting"]
+                  "harness.seeding", "harness.timebox", "harness.known",
+                  "harness.reporting", "harness.soak_log"]

@@ -30,8 +30,11 @@ the shards of one run (another commit, profile, backend or split, a shard missin
 or twice, a test in two shards) are refused with exit status 4
 (:mod:`report.merge`; the draws differ by design: every round seeds anew).
 
-Exit status 1 when a round failed or erred, no round wrote a report, or the night
-regressed against the previous one.  A SIGINT or SIGTERM stops the soak's round
+The headline counts the soak's failures as new and known (``specs/known_findings.py``:
+"PASSED: 0 new, 5 known (flag_gems: flag-gems.md 1 x3, ...)"); only new failures, a
+known finding fixed, or a regression make the night FAILED.  Exit status 1 when a round
+failed or erred, no round wrote a report, or the night regressed against the previous
+one; 3 (INCOMPLETE) when nothing failed but the soak left tests unrun in every round.  A SIGINT or SIGTERM stops the soak's round
 (:mod:`harness.soak`) and starts no other; the night's files are then written from
 the rounds that wrote a report, under the verdict INTERRUPTED, and the exit status
 is 128 plus the signal's number (130, 143).
@@ -46,7 +49,7 @@ import json
 import sys
 from pathlib import Path
 
-from report import league
+from report import known, league
 from report import __main__ as report_cli
 from report import merge as shards
 from report.invariances import combine
@@ -141,7 +144,7 @@ def night(args: argparse.Namespace, interruption: soak.Interruption) -> int:
     summary = soak.read_summary(args.out / "soak")
     documents = round_reports(args.out / "soak", summary)
     soaked = (args.out / "soak" / "soak.md").read_text().replace("# Soak", "## Soak", 1).splitlines()
-    return write_night(args, documents, summary["verdict"] == "PASSED", soaked, interruption,
+    return write_night(args, documents, summary["verdict"], soaked, interruption,
                        lambda word, regressed: headline(word, interruption, summary, len(documents), args, regressed))
 
 
@@ -173,17 +176,24 @@ def merged_night(args: argparse.Namespace) -> int:
         soaked = f"soaks of shard(s) {', '.join(failed)} did not pass" if failed else "every shard's soak passed"
         return f"**{word}**: {len(reports)} shard nights merged, {soaked}; {compared}"
 
-    return write_night(args, [r.document for r in reports], set(verdicts.values()) == {"PASSED"},
+    return write_night(args, [r.document for r in reports], worst_verdict(verdicts.values()),
                        ["## Shards", "", *listed, ""], soak.Interruption(), merged_headline,
                        run={**shards.merged_run(reports), "rounds": sum(r.run.get("rounds", 1) for r in reports),
                             "seeds": [seed for r in reports for seed in r.run.get("seeds", [])]})
 
 
-def write_night(args: argparse.Namespace, documents: list[dict], soaked: bool, tail: list[str],
+def worst_verdict(verdicts) -> str:
+    """The soak verdict of several shards' nights: the worst of theirs."""
+    order = ["PASSED", "INCOMPLETE", "FAILED"]
+    return max(verdicts, key=lambda v: order.index(v) if v in order else len(order), default="FAILED")
+
+
+def write_night(args: argparse.Namespace, documents: list[dict], soaked: str, tail: list[str],
                 interruption: soak.Interruption, headline_of, run: dict | None = None) -> int:
     """OUT/accuracy.json, fixed.json, the league, the comparison with the previous night and nightly.md from the
-    reports ``documents``; ``soaked``: their soak passed; ``tail``: nightly.md's last lines; ``run``: the merged
-    report's run metadata, if not the first document's.  The exit status."""
+    reports ``documents``; ``soaked``: their soak's verdict (PASSED, INCOMPLETE: tests left unrun, FAILED);
+    ``tail``: nightly.md's last lines; ``run``: the merged report's run metadata, if not the first document's.
+    The exit status."""
     tonight, written, comparison, regressed = None, [], "", False
     bench = json.loads(args.bench.read_text()) if args.bench else None
     if documents:
@@ -197,8 +207,8 @@ def write_night(args: argparse.Namespace, documents: list[dict], soaked: bool, t
             (args.out / "compare.txt").write_text(comparison)
     else:
         print("nightly: no round wrote a report; see the soak's logs", file=sys.stderr)
-    failed = not soaked or regressed or tonight is None
-    word = "INTERRUPTED" if interruption.signal else "FAILED" if failed else "PASSED"
+    failed = soaked not in ("PASSED", "INCOMPLETE") or regressed or tonight is None
+    word = "INTERRUPTED" if interruption.signal else "FAILED" if failed else soaked
     lines = ["# Nightly run", "", headline_of(word, regressed), ""]
     if comparison:
         lines += ["## Against the previous night", "", "```", comparison.rstrip(), "```", ""]
@@ -210,7 +220,7 @@ def write_night(args: argparse.Namespace, documents: list[dict], soaked: bool, t
     print(f"nightly: {word}; {args.out / 'nightly.md'}")
     if interruption.signal:
         return interruption.exit_status()
-    return 1 if failed else 0
+    return 1 if failed else soak.INCOMPLETE if word == "INCOMPLETE" else 0
 
 
 def headline(word: str, interruption: soak.Interruption, summary: dict, reports: int, args: argparse.Namespace,
@@ -222,7 +232,10 @@ def headline(word: str, interruption: soak.Interruption, summary: dict, reports:
                 "nothing to compare" if not reports else
                 f"{'regressed' if regressed else 'no regression'} against `{args.previous}`")
     by = f" by {interruption.signal.name}" if interruption.signal else ""
-    return f"**{word}**{by}: {soaked}; `soak/soak.md`); {compared}"
+    rounds = summary["rounds"]
+    failures = known.counted(sum(r["failed"] + r["error"] for r in rounds),
+                             [k for r in rounds for k in r.get("known_failures", [])])
+    return f"**{word}**{by}: {failures}; {soaked}; `soak/soak.md`); {compared}"
 
 
 if __name__ == "__main__":

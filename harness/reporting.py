@@ -34,11 +34,12 @@ from pathlib import Path
 
 import pytest
 
-from report import artifacts, baseline, invariances
+from report import artifacts, baseline, invariances, known
 from report.summary import INTERPRETER_BF16, categorize, interpreter_truncates_bf16, shown
 from report.text import CONTROL, printable
 
 from . import calls, failures, invariance, payload, pinning, seeding, sharding
+from .known import FIXED, KNOWN
 from .session import session_of
 
 RECORDS = "records"
@@ -191,6 +192,8 @@ class Gatherer:
         self.unjudged: dict[str, str] = {}  # kernel -> why the gate cannot judge it on this machine
         self.written: list[Path] = []
         self.failures: list[dict] = []  # test, headline, replay command
+        self.known: list[dict] = []  # failures a known finding explains: test, kernel, findings (specs/known_findings.py)
+        self.fixed: list[dict] = []  # known findings whose test passed: test, kernel, findings (failures too)
         self.passed = 0
         self.interrupted = False
         self.nothing_tested = False  # every test it ran was skipped: no pass (exit status 5)
@@ -231,7 +234,7 @@ class Gatherer:
         if kernel is not None:
             if report.when == "setup":
                 self.kernels_run[kernel] = self.kernels_run.get(kernel, 0) + 1
-            if report.failed or report.when == "call" and report.passed:
+            if report.failed or report.when == "call" and report.passed or getattr(report, KNOWN, None):
                 self.kernels_judged.add(kernel)
         if report.when == "setup" and getattr(report, EXPECTS, False):
             self.expected.add(report.nodeid)
@@ -240,6 +243,11 @@ class Gatherer:
         if records:
             self.recorded.add(report.nodeid)
             self.records.extend(records)
+        for attribute, kept in ((KNOWN, self.known), (FIXED, self.fixed)):
+            if getattr(report, attribute, None):
+                kept.append({"test": report.nodeid, "kernel": kernel, "findings": getattr(report, attribute)})
+        if getattr(report, KNOWN, None):
+            self.outcomes[report.nodeid] = "known"
         if report.skipped:
             self.skipped.add(report.nodeid)
             self.outcomes.setdefault(report.nodeid, "skipped")
@@ -291,14 +299,21 @@ class Gatherer:
         if run.report is not None:
             gate = baseline.table(self.findings, only_failures=False)
             gated = None if run.gate is None or run.gate.update else run.gate.path
-            verdict = artifacts.verdict(self.passed, self.failures, self.findings, gated, self.interrupted)
+            verdict = artifacts.verdict(self.passed, self.failures, self.findings, gated, self.interrupted,
+                                        self.failures_counted())
             self.written += artifacts.write_all(run.report, metadata, verdict, self.failures, self.categories,
                                                 self.records, self.missing, gate, self.invariances,
                                                 self.outcomes, self.in_progress)
 
+    def failures_counted(self) -> str:
+        """"0 new, 5 known (...)" where a known finding failed or was fixed in this run; else empty."""
+        if not (self.known or self.fixed):
+            return ""
+        return known.counted(len(self.failures) - len(self.fixed), self.known, self.fixed)
+
     def tested_nothing(self, session: pytest.Session) -> bool:
         """Whether the run would pass with no test passed nor failed: every one it ran was skipped."""
-        return (session.exitstatus == pytest.ExitCode.OK and not self.passed and not self.failures
+        return (session.exitstatus == pytest.ExitCode.OK and not self.passed and not self.failures and not self.known
                 and not self.config.getoption("collectonly"))
 
     def named_but_unjudged(self) -> dict[str, int]:
@@ -360,6 +375,11 @@ class Gatherer:
                 terminalreporter.write_sep("-", printable(f"NOTHING TESTED of {kernel}: all {count} of its tests were "
                                                          "skipped (their reasons: below); the run is no pass for it: "
                                                          "exit status 5"), red=True)
+        if self.known or self.fixed:
+            terminalreporter.write_sep("-", f"failures: {self.failures_counted()}", red=bool(self.fixed))
+            for entry in self.known + self.fixed:
+                state = "known" if entry in self.known else "FIXED"
+                write(f"{state}: {entry['test']}: {', '.join(entry['findings'])}")
         if self.interrupted:
             terminalreporter.write_sep("-", "INTERRUPTED: the run did not finish; no verdict", red=True)
             for call in self.in_progress:

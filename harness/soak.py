@@ -13,7 +13,11 @@ end writes ``OUT/soak.json`` and ``OUT/soak.md`` (the verdict; rounds, seeds,
 minutes, examples per test, every failure with its replay) and exits 1 if any
 round failed or erred.  A round errs where a test erred, where its pytest broke
 (an exit status other than 0, 1 or 5), and where it tested nothing (no test
-passed or failed: all skipped, or none collected).
+passed or failed: all skipped, or none collected).  A failure that a known
+finding explains (``specs/known_findings.py``, :mod:`harness.known`) is counted
+as known, not failed; a known finding fixed fails.  A test whose round's time
+box ended before it started is NOT RUN; where a test was not run in any round,
+and nothing failed, the verdict is INCOMPLETE and the exit status 3.
 
 An ``OUT`` that holds rounds of an earlier run is refused (a usage error, exit
 status 2), unless ``--resume`` is given: then the summary lists the earlier rounds
@@ -54,12 +58,18 @@ import sys
 import time
 from pathlib import Path
 
+from report import known
+
 GRACE_SECONDS = 30.0  # a round's pytest, once signalled, has this long to write its soak-log and report
 # How long a round's pytest may run past the soak's end before the driver stops it as hung: its minutes count
 # from the end of its collection (start-up took 25 s under a loaded H100 gate), the test running at the end
 # finishes its example, and a failure found by then is shrunk, for up to Hypothesis's 5 minutes.
 ROUND_MARGIN_SECONDS = 10 * 60.0
 POLL_SECONDS = 0.2  # how often the driver looks for a signal or an overrun while a round runs
+# A round's counts (soak.json's keys) of its tests' outcomes (harness/soak_log.py's words).
+OUTCOMES = {"passed": "passed", "failed": "failed", "error": "error", "known": "known", "skipped": "skipped",
+            "not_run": "not run"}
+INCOMPLETE = 3  # the exit status of a soak that passed but left tests unrun in every round
 
 
 class Interruption:
@@ -177,8 +187,7 @@ def run_round(number: int, args: argparse.Namespace, pytest_args: list[str], dea
     tests = {}
     if (directory / "soak-log.json").exists():
         tests = json.loads((directory / "soak-log.json").read_text())["tests"]
-    counts = {outcome: sum(t["outcome"] == outcome for t in tests.values())
-              for outcome in ("passed", "failed", "error", "skipped")}
+    counts = {key: sum(t["outcome"] == outcome for t in tests.values()) for key, outcome in OUTCOMES.items()}
     if stopped is None:
         problems = round_problems(code, counts, directory / "pytest.log")
     counts["error"] += len(problems)
@@ -189,6 +198,10 @@ def run_round(number: int, args: argparse.Namespace, pytest_args: list[str], dea
             "examples_per_test": {test: t["examples"] for test, t in sorted(tests.items())},
             "failures": [{"test": test, "outcome": t["outcome"], "report": excerpt(t.get("failure", ""))}
                          for test, t in sorted(tests.items()) if t["outcome"] in ("failed", "error")],
+            "known_failures": [{"test": test, "kernel": t.get("kernel"), "findings": t["findings"]}
+                               for test, t in sorted(tests.items()) if t["outcome"] == "known"],
+            "tests_run": sorted(test for test, t in tests.items() if t["outcome"] not in ("skipped", "not run")),
+            "tests_not_run": sorted(test for test, t in tests.items() if t["outcome"] == "not run"),
             "replay": f"SOFTMAX_SUITE_EXAMPLES={shlex.quote(env['SOFTMAX_SUITE_EXAMPLES'])} " + shlex.join(
                 [sys.executable, "-m", "pytest", "--hypothesis-profile", "nightly", f"--soak-seed={round_seed}",
                  *pytest_args]),
@@ -199,7 +212,7 @@ def round_problems(code: int, counts: dict, log: Path) -> list[str]:
     """What made a round err beyond its tests' own failures and errors (each counts as an error of the round)."""
     if code not in (0, 1, 5):  # 1: tests failed (counted); 5: no test ran, or a kernel none judged (below)
         return [f"broke: pytest ended with exit status {code}; see {log}"]
-    if not (counts["passed"] or counts["failed"] or counts["error"]):
+    if not (counts["passed"] or counts["failed"] or counts["error"] or counts["known"]):
         why = f"all {counts['skipped']} of its tests were skipped" if counts["skipped"] else \
             f"pytest ran no test (exit status {code})"
         return [f"tested nothing: {why}; see {log}"]
@@ -227,9 +240,22 @@ def verdict(rounds: list[dict], interrupted: signal.Signals | None) -> tuple[str
         return "INTERRUPTED", (f"by {interrupted.name} after {len(rounds)} round(s), listed below with what they "
                                "ran: not a verdict on the time box")
     failed = sum(bool(r["failed"] or r["error"]) for r in rounds)
+    knowns = [k for r in rounds for k in r.get("known_failures", [])]
+    failures = f"failures: {known.counted(sum(r['failed'] + r['error'] for r in rounds), knowns)}" if knowns else ""
     if failed:
-        return "FAILED", f"{failed} of {len(rounds)} round(s) failed or erred"
-    return "PASSED", f"{len(rounds)} round(s), nothing failed or erred{fewest_examples(rounds)}"
+        return "FAILED", f"{failed} of {len(rounds)} round(s) failed or erred" + (f"; {failures}" if failures else "")
+    unrun = never_run(rounds)
+    if unrun:
+        return "INCOMPLETE", (f"{len(unrun)} test(s) not run in any of {len(rounds)} round(s): the time box ended "
+                              f"before they started ({', '.join(unrun[:3])}{', ...' if len(unrun) > 3 else ''}); "
+                              f"{failures or 'nothing failed or erred'} of what ran; give the soak more minutes")
+    return "PASSED", f"{len(rounds)} round(s), {failures or 'nothing failed or erred'}{fewest_examples(rounds)}"
+
+
+def never_run(rounds: list[dict]) -> list[str]:
+    """The tests that a round's time box ended before they started, in every round that collected them."""
+    ran = {test for r in rounds for test in r.get("tests_run", [])}
+    return sorted({test for r in rounds for test in r.get("tests_not_run", [])} - ran)
 
 
 def fewest_examples(rounds: list[dict]) -> str:
@@ -246,7 +272,7 @@ def fewest_examples(rounds: list[dict]) -> str:
 def write_summary(out: Path, rounds: list[dict], examples_dir: Path, pytest_args: list[str],
                   interrupted: signal.Signals | None) -> str:
     """soak.json and soak.md; the verdict word."""
-    totals = {key: sum(r[key] for r in rounds) for key in ("passed", "failed", "error", "skipped", "examples")}
+    totals = {key: sum(r.get(key, 0) for r in rounds) for key in (*OUTCOMES, "examples")}
     word, why = verdict(rounds, interrupted)
     out.mkdir(parents=True, exist_ok=True)
     (out / "soak.json").write_text(json.dumps({"verdict": word, "interrupted": interrupted and interrupted.name,
@@ -254,13 +280,19 @@ def write_summary(out: Path, rounds: list[dict], examples_dir: Path, pytest_args
                                                "examples_dir": str(examples_dir)}, indent=1) + "\n")
     lines = ["# Soak", "", f"**{word}** {why}.", "",
              f"pytest arguments: `{shlex.join(pytest_args)}`; examples database: `{examples_dir}`", "",
-             "| round | seed | minutes | exit | passed | failed | errors | skipped | examples |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "| round | seed | minutes | exit | passed | failed | errors | known | skipped | not run | examples |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     lines += [f"| {r['round']} | {r['seed']} | {r['minutes']} | {r['exit_code']} | {r['passed']} | {r['failed']} | "
-              f"{r['error']} | {r['skipped']} | {r['examples']} |" for r in rounds]
+              f"{r['error']} | {r.get('known', 0)} | {r['skipped']} | {r.get('not_run', 0)} | {r['examples']} |"
+              for r in rounds]
     lines += ["", f"Totals: {totals['passed']} passed, {totals['failed']} failed, {totals['error']} errors, "
-                  f"{totals['skipped']} skipped; {totals['examples']} examples run.", ""]
+                  f"{totals['known']} known failures, {totals['skipped']} skipped, {totals['not_run']} not run "
+                  f"(the time box ended before they started); {totals['examples']} examples run.", ""]
     noted = [f"* round {r['round']} {note}" for r in rounds for note in notes(r)]
+    noted += [f"* round {r['round']}: NOT RUN (the time box ended before they started): {', '.join(r['tests_not_run'])}"
+              for r in rounds if r.get("tests_not_run")]
+    noted += [f"* round {r['round']}: known failure: `{k['test']}`: {', '.join(k['findings'])}"
+              for r in rounds for k in r.get("known_failures", [])]
     lines += (noted + [""]) if noted else []
     for r in rounds:
         for failure in r["failures"]:
@@ -323,7 +355,7 @@ def run_soak(args: argparse.Namespace, pytest_args: list[str], interruption: Int
           + f"; summary in {args.out / 'soak.md'}; examples in {examples_dir}")
     if interruption.signal is not None:
         return interruption.exit_status()
-    return 1 if word == "FAILED" else 0
+    return 1 if word == "FAILED" else INCOMPLETE if word == "INCOMPLETE" else 0
 
 
 if __name__ == "__main__":

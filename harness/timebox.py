@@ -6,25 +6,24 @@ A pytest plugin, loaded by the root conftest, inert without ``--soak-deadline``:
   process has collected its tests: starting Python, torch and Triton took 25 s
   under a loaded H100 gate, and is not testing time, so ``--soak-deadline``,
   the driver's end of the round, moves by that much;
-* a test that starts after the end of the round is skipped;
+* a test that starts after the end of the round is skipped as NOT RUN (its
+  reports carry ``NOT_RUN``): the round's verdict says it left tests unrun;
 * every test gets an equal share of the round (``--soak-minutes`` times the
   workers, over the tests collected), so that all of them run in every round;
   once its share is spent, the examples left of a Hypothesis test whose body is
   :func:`timeboxed` pass at once, without running (Hypothesis needs the same
   choices to give the same outcome, so the strategies are left alone);
-* the examples each test ran ride on its report, and the controller writes
-  outcomes, durations, examples and failures to ``--soak-log``.
+* the examples each test ran ride on its report (:mod:`harness.soak_log`
+  writes them down).
 """
 
 from __future__ import annotations
 
 import functools
-import json
 import os
 import sys
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 from hypothesis.errors import UnsatisfiedAssumption
@@ -39,6 +38,13 @@ _progress: Progress | None = None  # progress lines of long tests, when asked fo
 _test_deadline: float | None = None  # the running test's end of share (this process)
 _ran = 0  # examples the running test ran
 _failed = False  # whether one of them failed: Hypothesis then replays it, and must see it fail again
+_cut = False  # whether the running test's share ended with examples left, which then passed without running
+
+
+def cut_short() -> bool:
+    """Whether the last test this process ran had examples left when its share of the round ended: they passed
+    without running, the fixed inputs among them too."""
+    return _cut
 
 
 def in_time_box() -> bool:
@@ -58,8 +64,9 @@ def timeboxed(test):
 
     @functools.wraps(test)
     def body(*args, **kwargs):
-        global _ran, _failed
+        global _ran, _failed, _cut
         if _test_deadline is not None and _ran and not _failed and time.time() >= _test_deadline:
+            _cut = True
             return None
         calls.set_example(kwargs)  # for the breadcrumbs and messages of the kernel calls it makes
         try:
@@ -116,7 +123,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--soak-minutes", type=float, metavar="M",
                     help="soak: minutes of a round, shared by the tests, counted from the end of collection "
                          "(they move --soak-deadline by the start-up time)")
-    group.addoption("--soak-log", metavar="FILE", help="soak: write each test's outcome, duration, examples here")
     group.addoption("--progress-every", type=float, default=30.0, metavar="SECONDS",
                     help="with -v or the nightly profile: a line per long Hypothesis test every SECONDS (default 30)")
 
@@ -125,8 +131,6 @@ def pytest_configure(config: pytest.Config) -> None:
     global _progress
     if config.option.verbose > 0 or session_of(config).draws.profile == "nightly":
         _progress = Progress(config.pluginmanager.getplugin("capturemanager"), config.getoption("progress_every"))
-    if config.getoption("soak_log") and not hasattr(config, "workerinput"):
-        config.pluginmanager.register(SoakLog(Path(config.getoption("soak_log"))), "softmax-soak-log")
 
 
 SHARE = pytest.StashKey[float]()  # seconds of the round each test may spend
@@ -145,19 +149,31 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     return result
 
 
+NOT_REACHED = pytest.StashKey[bool]()  # on a test the round's time box ended before it started
+NOT_RUN = "softmax_not_run"  # the attribute that marks the reports of such a test
+
+
 def pytest_runtest_setup(item: pytest.Item) -> None:
     end = item.config.stash.get(ROUND_END, None)
     if end is not None and time.time() >= end:
-        pytest.skip("soak: time spent before this test started")
+        item.stash[NOT_REACHED] = True
+        pytest.skip("NOT RUN: the soak round's time box ended before this test started")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    outcome = yield
+    if item.stash.get(NOT_REACHED, False):
+        setattr(outcome.get_result(), NOT_RUN, True)
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_call(item: pytest.Item):
-    global _test_deadline, _ran, _failed
+    global _test_deadline, _ran, _failed, _cut
     deadline = item.config.stash.get(ROUND_END, None)
     if deadline is not None:
         _test_deadline = min(deadline, time.time() + item.config.stash.get(SHARE, 60.0))
-    _ran, _failed = 0, False
+    _ran, _failed, _cut = 0, False, False
     if _progress is not None:
         _progress.start(item.nodeid)
     try:
@@ -165,31 +181,3 @@ def pytest_runtest_call(item: pytest.Item):
     finally:
         payload.add(item, EXAMPLES, _ran)
         _test_deadline = None
-
-
-class SoakLog:
-    """The controller's record of a round: per test, outcome, duration, examples and the failure."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.tests: dict[str, dict] = {}
-
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        # "started" until a phase decides: a test cut short by an interruption never passed.
-        entry = self.tests.setdefault(report.nodeid, {"outcome": "started", "duration": 0.0, "examples": 0})
-        entry["duration"] += report.duration
-        entry["examples"] += sum(payload.of(report, EXAMPLES))
-        if report.failed:
-            entry["outcome"] = "failed" if report.when == "call" else "error"
-            entry["failure"] = report.longreprtext
-        elif report.skipped and entry["outcome"] == "started":
-            entry["outcome"] = "skipped"
-        elif report.when == "call" and report.passed and entry["outcome"] == "started":
-            entry["outcome"] = "passed"
-
-    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
-        for entry in self.tests.values():
-            if entry["outcome"] == "started":
-                entry["outcome"] = "interrupted"
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.path.write_text(json.dumps({"exitstatus": int(exitstatus), "tests": self.tests}, indent=1) + "\n")

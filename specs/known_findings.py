@@ -1,0 +1,83 @@
+"""Known findings: the failures of kernels the suite has already found and written up.
+
+Every run reads this list (:mod:`harness.known`): the gate, a soak's rounds and
+the nightly.  A failed test of a kernel an entry names, whose every failure's
+message matches the entry's ``signature``, is a known failure: pytest's xfailed,
+with the finding as its reason, counted apart ("0 new, 5 known").  A failure no
+entry matches is new, even in the same test.  An entry whose ``every_run`` says
+that the fixed inputs every run draws show the bug, and whose test passes
+having run them all, fails as FIXED: the finding's document and its entry are
+out of date, as a strict xfail's test is.  An entry applies only where the
+library version it is about is installed: another version's failures are new.
+
+One entry per finding and test, each with the bug it names; the reproducers
+are in the documents, and the strict expected failures of
+``tests/suite/test_peers.py`` call the libraries directly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+ANY: tuple[str, ...] = ()  # an entry's ops or dtypes: every one
+
+
+@dataclass(frozen=True)
+class KnownFinding:
+    # The registered kernel the bug is in (specs/peers.py, specs/registry.py).
+    kernel: str
+    # The test function of tests/kernel/ that fails, by name.
+    test: str
+    # The operations (specs/operations.py) and dtypes ("float32", "float16", "bfloat16") of the test ids it
+    # fails: the parts of the id after the kernel's; ANY for all.
+    ops: tuple[str, ...]
+    dtypes: tuple[str, ...]
+    # A regular expression searched in each failure's "Type: message": what the bug does to the output.
+    signature: str
+    # Where it is written up: the finding's document and section, or an upstream issue.
+    finding: str
+    # The distribution and the version (or the version's prefix) the finding is about.
+    version: tuple[str, str]
+    # Whether the inputs every run draws first (the regression catalog, the seams, the coverage sweep) show it,
+    # so that a pass of its test after all of them is news: the bug is fixed.  False where only the randomised
+    # search reaches it, which a night may miss.
+    every_run: bool
+
+
+# A number where the definition gives NaN: the worst element of the failure's message.
+NUMBER_FOR_NAN = r"got -?(\d|inf)[^,]*, expected exactly nan"
+
+KNOWN_FINDINGS: tuple[KnownFinding, ...] = (
+    # FlagGems' log_softmax takes a row's maximum with NaN skipped and never meets the NaN again.
+    KnownFinding("flag_gems", "test_output_within_derived_bound", ("log_softmax",), ANY, NUMBER_FOR_NAN,
+                 "docs/findings/flag-gems.md 1: log_softmax of a row holding a NaN returns numbers",
+                 ("flag-gems", "5.0.2"), every_run=False),
+    # FlagGems' softmax over a leading dim (its non-inner kernel) drops NaN as its log_softmax does.
+    KnownFinding("flag_gems", "test_output_within_derived_bound", ("softmax",), ANY, NUMBER_FOR_NAN,
+                 "docs/findings/flag-gems.md 2: softmax over a leading dim drops NaN",
+                 ("flag-gems", "5.0.2"), every_run=False),
+    # FlagGems returns an empty input at once, in its own dtype, whatever half_to_float asks.
+    KnownFinding("flag_gems", "test_output_within_derived_bound", ("softmax_fp32_out",), ("float16", "bfloat16"),
+                 r"result of shape \([^)]*\b0\b[^)]*\) and dtype torch\.b?float16 for softmax_fp32_out",
+                 "docs/findings/flag-gems.md 3: an empty softmax with half_to_float keeps the half dtype",
+                 ("flag-gems", "5.0.2"), every_run=False),
+    # Liger's backward multiplies grad by y in the half input dtype before it sums.
+    KnownFinding("liger", "test_output_within_derived_bound", ("softmax_backward",), ("float16", "bfloat16"),
+                 r"elements beyond the derived bound",
+                 "docs/findings/softmax-backward.md 2: grad * y in the input dtype",
+                 ("liger-kernel", "0.8.5"), every_run=False),
+    # FlagGems' backwards read a non-contiguous output (and its gradient) as if contiguous.
+    KnownFinding("flag_gems", "test_output_within_derived_bound", ("softmax_backward", "log_softmax_backward"), ANY,
+                 r"elements beyond the derived bound",
+                 "docs/findings/softmax-backward.md 3: a non-contiguous output read as contiguous",
+                 ("flag-gems", "5.0.2"), every_run=False),
+    # FlagGems' scaled softmax rescales its running sum by exp(-inf - (-inf)) after a first tile of -inf.
+    KnownFinding("flag_gems_scaled", "test_output_within_derived_bound", ("scaled_softmax", "causal_softmax"), ANY,
+                 r"got nan, ",
+                 "docs/findings/scaled-softmax.md 1: a row whose first tile is -inf comes out NaN",
+                 ("flag-gems", "5.0.2"), every_run=False),
+    # Inductor's compiled softmax(x * s, 0) over a unit-stride dim 0 of logits near 1e30.
+    KnownFinding("inductor", "test_output_within_derived_bound", ("scaled_softmax",), ANY, r"got nan, ",
+                 "docs/findings/scaled-softmax.md 2: NaN over a unit-stride dim 0 of logits near 1e30",
+                 ("torch", "2.11."), every_run=False),
+)
