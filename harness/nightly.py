@@ -115,6 +115,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--resume", action="store_true",
                         help="soak on where OUT/soak holds an earlier run's rounds, and merge them with this run's; "
                              "without it, such an OUT is refused")
+    parser.add_argument("--parallel", type=soak.positive_count, default=1, metavar="P",
+                        help="the soak's rounds at once, each with its own seed (python -m harness.soak --parallel)")
     args = parser.parse_args(ours)
     if args.merge_shards:
         return merged_night(args)
@@ -127,7 +129,8 @@ def main(argv: list[str] | None = None) -> int:
         pytest_args = ["--kernel", "all", *pytest_args]
     with soak.Interruption().handled() as interruption:
         resume = ["--resume"] if args.resume else []
-        soak.main(["--minutes", str(args.minutes), "--out", str(args.out / "soak"), *resume, "--", *pytest_args],
+        soak.main(["--minutes", str(args.minutes), "--out", str(args.out / "soak"), "--parallel", str(args.parallel),
+                   *resume, "--", *pytest_args],
                   interruption)
         return night(args, interruption)
 

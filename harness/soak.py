@@ -19,6 +19,11 @@ as known, not failed; a known finding fixed fails.  A test whose round's time
 box ended before it started is NOT RUN; where a test was not run in any round,
 and nothing failed, the verdict is INCOMPLETE and the exit status 3.
 
+Seed shards.  A round is parallel over tests: with fewer tests than workers, the
+workers left idle.  ``--parallel P`` runs P rounds at once, each with its own seed
+(give each ``-n W/P``): the examples a minute grow with the workers.  ``soak.md``
+says per kernel the tests run, examples, elements judged and test-seconds.
+
 An ``OUT`` that holds rounds of an earlier run is refused (a usage error, exit
 status 2), unless ``--resume`` is given: then the summary lists the earlier rounds
 (those of its soak.json) and this run's, numbered after every round folder there.
@@ -45,6 +50,7 @@ The processes of a round keep its time box with :mod:`harness.timebox` (a pytest
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import contextlib
 import json
 import math
@@ -196,6 +202,7 @@ def run_round(number: int, args: argparse.Namespace, pytest_args: list[str], dea
             "problems": problems,
             "examples": sum(t["examples"] for t in tests.values()),
             "examples_per_test": {test: t["examples"] for test, t in sorted(tests.items())},
+            "per_kernel": per_kernel(tests, directory / "accuracy.json"),
             "failures": [{"test": test, "outcome": t["outcome"], "report": excerpt(t.get("failure", ""))}
                          for test, t in sorted(tests.items()) if t["outcome"] in ("failed", "error")],
             "known_failures": [{"test": test, "kernel": t.get("kernel"), "findings": t["findings"]}
@@ -206,6 +213,23 @@ def run_round(number: int, args: argparse.Namespace, pytest_args: list[str], dea
                 [sys.executable, "-m", "pytest", "--hypothesis-profile", "nightly", f"--soak-seed={round_seed}",
                  *pytest_args]),
             "log": str(directory / "pytest.log")}
+
+
+def per_kernel(tests: dict, report: Path) -> dict:
+    """Per kernel judged in a round: its tests that ran, their examples and seconds, and the elements its accuracy
+    records judged (the round's report)."""
+    kernels: dict[str, dict] = {}
+    for t in tests.values():
+        if t.get("kernel") and t["outcome"] not in ("skipped", "not run"):
+            k = kernels.setdefault(t["kernel"], {"tests": 0, "examples": 0, "seconds": 0.0, "elements": 0})
+            k["tests"] += 1
+            k["examples"] += t["examples"]
+            k["seconds"] = round(k["seconds"] + t["duration"], 2)
+    records = json.loads(report.read_text())["records"] if report.exists() else []
+    for record in records:
+        if record["kernel"] in kernels:
+            kernels[record["kernel"]]["elements"] += math.prod(record["shape"])
+    return dict(sorted(kernels.items()))
 
 
 def round_problems(code: int, counts: dict, log: Path) -> list[str]:
@@ -288,6 +312,7 @@ def write_summary(out: Path, rounds: list[dict], examples_dir: Path, pytest_args
     lines += ["", f"Totals: {totals['passed']} passed, {totals['failed']} failed, {totals['error']} errors, "
                   f"{totals['known']} known failures, {totals['skipped']} skipped, {totals['not_run']} not run "
                   f"(the time box ended before they started); {totals['examples']} examples run.", ""]
+    lines += kernel_table(rounds)
     noted = [f"* round {r['round']} {note}" for r in rounds for note in notes(r)]
     noted += [f"* round {r['round']}: NOT RUN (the time box ended before they started): {', '.join(r['tests_not_run'])}"
               for r in rounds if r.get("tests_not_run")]
@@ -304,6 +329,24 @@ def write_summary(out: Path, rounds: list[dict], examples_dir: Path, pytest_args
     return word
 
 
+def kernel_table(rounds: list[dict]) -> list[str]:
+    """soak.md's depth per kernel over the rounds: tests run, examples, elements judged, test-seconds, and examples
+    per test-minute (the time share goes to compiling and to large inputs as well as to examples)."""
+    totals: dict[str, dict] = {}
+    for r in rounds:
+        for kernel, k in r.get("per_kernel", {}).items():
+            total = totals.setdefault(kernel, {"tests": 0, "examples": 0, "seconds": 0.0, "elements": 0})
+            for key in total:
+                total[key] += k[key]
+    if not totals:
+        return []
+    lines = ["| kernel | tests run | examples | elements judged | test-seconds | examples per test-minute |",
+             "|---|---|---|---|---|---|"]
+    lines += [f"| {kernel} | {k['tests']} | {k['examples']} | {k['elements']} | {k['seconds']:.0f} | "
+              f"{60 * k['examples'] / k['seconds'] if k['seconds'] else 0:.1f} |" for kernel, k in totals.items()]
+    return [*lines, ""]
+
+
 def positive_minutes(text: str) -> float:
     """The type of ``--minutes``: a time box of a finite number of minutes above 0."""
     try:
@@ -313,6 +356,13 @@ def positive_minutes(text: str) -> float:
     if not (math.isfinite(minutes) and minutes > 0):
         raise argparse.ArgumentTypeError(f"the time box must be a finite number of minutes above 0, not {text!r}")
     return minutes
+
+
+def positive_count(text: str) -> int:
+    """The type of ``--parallel``: a whole number above 0."""
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"a whole number above 0, not {text!r}")
+    return int(text)
 
 
 def main(argv: list[str] | None = None, interruption: Interruption | None = None) -> int:
@@ -328,6 +378,9 @@ def main(argv: list[str] | None = None, interruption: Interruption | None = None
     parser.add_argument("--resume", action="store_true",
                         help="add rounds to those OUT holds from an earlier run (their summary lists them all); "
                              "without it, such an OUT is refused")
+    parser.add_argument("--parallel", type=positive_count, default=1, metavar="P",
+                        help="run P rounds at once, each with its own seed (seed shards): where the tests are fewer "
+                             "than the workers, P rounds of -n W/P keep all W busy (default 1)")
     args = parser.parse_args(ours)
     refuse_earlier_rounds(parser, args.out, args.resume)
     if interruption is None:
@@ -346,10 +399,14 @@ def run_soak(args: argparse.Namespace, pytest_args: list[str], interruption: Int
     first = max(round_numbers(args.out) + [r["round"] for r in earlier], default=0) + 1
     done = []
     while interruption.signal is None and (not done or deadline - time.time() >= 60):  # a round needs a minute
-        done.append(run_round(first + len(done), args, pytest_args, deadline, env, interruption))
-        r = done[-1]
-        print(f"round {r['round']}: seed {r['seed']}, {r['minutes']} min, {r['passed']} passed, {r['failed']} failed, "
-              f"{r['error']} errors, {r['examples']} examples", *(f"; {note}" for note in notes(r)), sep="", flush=True)
+        numbers = range(first + len(done), first + len(done) + args.parallel)
+        with concurrent.futures.ThreadPoolExecutor(args.parallel) as pool:
+            batch = list(pool.map(lambda n: run_round(n, args, pytest_args, deadline, env, interruption), numbers))
+        for r in batch:
+            print(f"round {r['round']}: seed {r['seed']}, {r['minutes']} min, {r['passed']} passed, {r['failed']} "
+                  f"failed, {r['error']} errors, {r['examples']} examples", *(f"; {note}" for note in notes(r)),
+                  sep="", flush=True)
+        done += batch
     word = write_summary(args.out, earlier + done, examples_dir, pytest_args, interruption.signal)
     print(f"soak: {word}, {len(done)} round(s)" + (f" after {len(earlier)} earlier" if earlier else "")
           + f"; summary in {args.out / 'soak.md'}; examples in {examples_dir}")

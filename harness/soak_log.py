@@ -37,14 +37,15 @@ class SoakLog:
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         # "started" until a phase decides: a test cut short by an interruption never passed.
-        entry = self.tests.setdefault(report.nodeid, {"outcome": "started", "duration": 0.0, "examples": 0})
+        entry = self.tests.setdefault(report.nodeid, {"outcome": "started", "duration": 0.0, "examples": 0,
+                                                      "kernel": getattr(report, KERNEL, None)})
         entry["duration"] += report.duration
         entry["examples"] += sum(payload.of(report, timebox.EXAMPLES))
         if report.failed:
             entry["outcome"] = "failed" if report.when == "call" else "error"
             entry["failure"] = report.longreprtext
         elif getattr(report, KNOWN, None):
-            entry.update(outcome="known", findings=getattr(report, KNOWN), kernel=getattr(report, KERNEL, None))
+            entry.update(outcome="known", findings=getattr(report, KNOWN))
         elif report.skipped and entry["outcome"] == "started":
             entry["outcome"] = "not run" if getattr(report, timebox.NOT_RUN, False) else "skipped"
         elif report.when == "call" and report.passed and entry["outcome"] == "started":

@@ -256,3 +256,19 @@ def test_a_long_hypothesis_test_reports_its_progress_from_an_xdist_worker(run_py
     lines = re.findall(rf"\[progress\] {re.escape(SCENARIO)}::test_slow_examples: (\d+) examples, \d+ s",
                        result.stdout + result.stderr)
     assert len(lines) >= 2 and int(lines[-1]) > int(lines[0])
+
+
+def test_parallel_rounds_run_at_once_each_with_its_seed_and_say_each_kernels_depth(tmp_path):
+    """Two rounds at once (seed shards): both in the time of one, with seeds of their own; soak.md's table per
+    kernel counts the examples of both."""
+    started = time.time()
+    result = subprocess.run(soak_command(tmp_path, "--minutes", "0.25", "--parallel", "2",
+                                         tests=["--kernel", "torch", "tests/scenarios/known_findings.py", "-k",
+                                                "slow_first"]),
+                            cwd=ROOT, env=driver_env(), capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    rounds = json.loads((tmp_path / "soak.json").read_text())["rounds"]
+    assert len(rounds) >= 2 and len(rounds) % 2 == 0 and len({r["seed"] for r in rounds}) == len(rounds), rounds
+    assert time.time() - started < 0.25 * 60 + 60 * len(rounds) / 2, result.stdout
+    text = (tmp_path / "soak.md").read_text()
+    assert f"| torch | {len(rounds)} | 0 | 0 |" in text, text
