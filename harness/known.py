@@ -37,22 +37,24 @@ def installed(distribution: str, version: str) -> bool:
         return False
 
 
-def test_id_parts(item: pytest.Item) -> tuple[str | None, str, str | None, str | None]:
-    """The kernel, test function, operation and dtype of a test's id (None where it has no such part)."""
+def test_id_parts(item: pytest.Item) -> tuple[str | None, str, str | None, str | None, str | None]:
+    """The kernel, test function, operation, dtype and special-case rule of a test's id (None where it has no such
+    part)."""
     params = getattr(item, "callspec", None) and item.callspec.params or {}
-    kernel, op, dtype = params.get("kernel"), params.get("op"), params.get("dtype")
-    return (getattr(kernel, "name", None), getattr(item, "originalname", item.name), getattr(op, "name", None),
-            str(dtype).removeprefix("torch.") if dtype is not None else None)
+    kernel, op, dtype, rule = params.get("kernel"), params.get("op"), params.get("dtype"), params.get("rule")
+    return (getattr(kernel, "name", None), getattr(item, "originalname", item.name), getattr(op, "name", op),
+            str(dtype).removeprefix("torch.") if dtype is not None else None, getattr(rule, "name", None))
 
 
 def entries_for(item: pytest.Item) -> list:
     """The known findings that apply to this test, with its library's version installed."""
     from specs.known_findings import KNOWN_FINDINGS  # here: specs imports the kernels, after the backend's set-up
 
-    kernel, test, op, dtype = test_id_parts(item)
+    kernel, test, op, dtype, rule = test_id_parts(item)
     return [entry for entry in KNOWN_FINDINGS
             if (entry.kernel, entry.test) == (kernel, test) and (not entry.ops or op in entry.ops)
-            and (not entry.dtypes or dtype in entry.dtypes) and installed(*entry.version)]
+            and (not entry.dtypes or dtype in entry.dtypes) and (not entry.rules or rule in entry.rules)
+            and installed(*entry.version)]
 
 
 def leaves(error: BaseException) -> list[BaseException]:

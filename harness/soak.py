@@ -358,6 +358,14 @@ def positive_minutes(text: str) -> float:
     return minutes
 
 
+def cpu_threads(env: dict) -> int:
+    """The CPU threads a soak may use: ``OMP_NUM_THREADS`` where set, else every core."""
+    try:
+        return int(env.get("OMP_NUM_THREADS", "").split(",")[0])
+    except ValueError:
+        return os.cpu_count() or 1
+
+
 def positive_count(text: str) -> int:
     """The type of ``--parallel``: a whole number above 0."""
     if not text.isdigit() or int(text) < 1:
@@ -394,6 +402,8 @@ def run_soak(args: argparse.Namespace, pytest_args: list[str], interruption: Int
     examples_dir = args.examples or Path(os.environ.get("SOFTMAX_SUITE_EXAMPLES") or args.out / "examples")
     env = {**os.environ, "SOFTMAX_SUITE_EXAMPLES": str(examples_dir.resolve())}
     env.pop("CI", None)  # the nightly profile, not the ci one
+    if args.parallel > 1:  # rounds at once share the CPU threads, as each round's workers share its own
+        env["OMP_NUM_THREADS"] = str(max(1, cpu_threads(env) // args.parallel))
     deadline = time.time() + args.minutes * 60
     earlier = read_summary(args.out)["rounds"] if args.resume else []
     first = max(round_numbers(args.out) + [r["round"] for r in earlier], default=0) + 1

@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import pytest
+import torch
 
 from harness import known
 from report.known import counted, label
@@ -17,7 +18,7 @@ ROOT = __import__("pathlib").Path(__file__).resolve().parents[2]
 
 
 def entry(signature: str) -> KnownFinding:
-    return KnownFinding("k", "t", (), (), signature, f"docs/findings/k.md {signature}: a bug", ("torch", ""), False)
+    return KnownFinding("k", "t", (), (), signature, f"docs/findings/k.md {signature}: a bug", ("torch", ""), (), False)
 
 
 def test_a_failure_is_known_only_when_an_entry_explains_every_failure_of_the_test():
@@ -91,3 +92,23 @@ def test_a_soak_that_left_tests_unrun_in_every_round_is_incomplete(tmp_path):
     text = (tmp_path / "soak.md").read_text()
     assert "**INCOMPLETE** 1 test(s) not run in any of 1 round(s)" in text, text
     assert re.search(r"round 1: NOT RUN \(the time box ended before they started\): .*test_known_bug", text)
+
+
+def test_an_entry_applies_to_the_tests_of_its_kernel_operation_dtype_and_special_case_only(monkeypatch):
+    from types import SimpleNamespace as Item
+
+    from specs import known_findings
+
+    nan_rule = KnownFinding("k", "t", ("log_softmax",), ("float32",), "nan", "docs/findings/k.md 1: a bug",
+                            ("torch", ""), ("nan",), True)
+    monkeypatch.setattr(known_findings, "KNOWN_FINDINGS", (nan_rule,))
+
+    def test(name="t", kernel="k", **params):
+        params = {"kernel": Item(name=kernel), "op": "log_softmax", "dtype": torch.float32, "rule": Item(name="nan"),
+                  **params}
+        return Item(originalname=name, name=name, callspec=Item(params=params))
+
+    assert known.entries_for(test()) == [nan_rule]
+    for other in (test(rule=Item(name="+inf")), test(op="softmax"), test(dtype=torch.float16), test(kernel="other"),
+                  test(name="u")):
+        assert known.entries_for(other) == [], other
