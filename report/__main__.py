@@ -14,12 +14,13 @@ regression gate's rules and slack (:mod:`report.baseline`), on the inputs both
 judged (:mod:`report.comparison`: whole when they drew the same inputs, else on
 the fixed inputs of the coverage sweep and catalog both judged), and a trend
 table follows for three or more.  Bitwise invariances that held before and
-broke after count as regressions, and so does a kernel that vanished.  Exit
-status 1 when the newest report regressed against the one before it, for
-nightly trend jobs; 4 (pytest's usage error) when the command cannot compare
-what it is given (two reports that judged no input alike: the message says what
-would compare), or, for every command, cannot read it (a file that is no
-readable JSON, nested too deeply among them).
+broke after count as regressions, and so does a kernel that vanished.  A report
+whose run failed or was interrupted is named first, and no improvement is shown
+beside it.  Exit status 1 when the newest report regressed against the one
+before it, for nightly trend jobs; 4 (pytest's usage error) when the command
+cannot compare what it is given (two reports that judged no input alike: the
+message says what would compare), or, for every command, cannot read it (a file
+that is no readable JSON, nested too deeply among them).
 """
 
 from __future__ import annotations

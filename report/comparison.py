@@ -15,11 +15,15 @@ both judged, since statistics of other inputs say nothing of a kernel:
   or it is new.
 
 Two reports that have nothing to compare (no input judged alike, or a run that died before it wrote its report)
-are refused with what each drew and what would compare.
+are refused with what each drew and what would compare.  A report whose run did not run to its end (its
+verdict, or a round's of a night, FAILED or INTERRUPTED: a failed or erred test ends its examples, ``-x`` the
+run) judged only the inputs it reached, so its numbers can look better than a whole run's: the comparison says
+so before anything else and shows no improvement between the two; regressions are shown and still count.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,6 +33,8 @@ from .text import printable
 
 FIXED = "fixed"  # a record's "inputs" for an input every run draws alike
 GATE_PROFILE = baseline.PROFILE  # the pinned profile a run is told to rerun with when neither report gives one
+# A verdict's parts saying that a run stopped before its end; a night's verdict joins its rounds' with "; ".
+STOPPED = re.compile(r"(?:^|; )((?:FAILED|INTERRUPTED)\b[^;]*)")
 SECTIONS = (("regressed", ("regressed", "disappeared", "lost")), ("improved", ("improved", "gained")),
             ("new", ("new", "not gated")))
 
@@ -183,8 +189,23 @@ def remedy(old_run: dict, new_run: dict, old_name: str, new_name: str) -> str:
             "and device, which judge the same fixed inputs")
 
 
+def stopped_short(document: dict) -> str | None:
+    """How a report's run stopped before its end (its verdict's words, or a night's first round's that did), or
+    None when it ran to its end."""
+    stopped = STOPPED.findall(str(document.get("verdict", "")))
+    if stopped:
+        return stopped[0] + (f"; {len(stopped) - 1} more round(s) stopped so" if len(stopped) > 1 else "")
+    return "interrupted" if document["run"].get("interrupted") else None
+
+
 def changes(pair: Pair) -> list[baseline.Finding]:
-    """Print what changed from one report to the next, and on what inputs; the findings."""
+    """Print what changed from one report to the next and on what inputs, after a warning for each that stopped
+    before its end (then no improvement is shown); the findings."""
+    stopped = {name: why for name, document in ((pair.old_name, pair.old), (pair.new_name, pair.new))
+               if (why := stopped_short(document))}
+    for name, why in stopped.items():
+        print(f"WARNING: {name} did not run to its end ({why}): its categories are of the inputs it reached before "
+              "it stopped, which can look better than a whole run's; improvements are not shown, regressions are")
     old_run, old, old_held = categories(pair.old)
     new_run, new, new_held = categories(pair.new)
     reference = baseline.build(old, backend=old_run.get("backend"), profile=old_run.get("profile"), run=old_run)
@@ -194,6 +215,9 @@ def changes(pair: Pair) -> list[baseline.Finding]:
     print(f"new: {pair.new_name} ({new_run.get('git_commit')}, {new_run.get('started')})")
     print(f"compared on {pair.basis}")
     for title, verdicts in SECTIONS:
+        if title == "improved" and stopped:
+            print(f"\nimproved: not shown ({' and '.join(stopped)} did not run to its end)")
+            continue
         rows = [f for f in findings if f.verdict in verdicts]
         print(f"\n{title}: {len(rows)}")
         for line in baseline.table(rows, only_failures=False):
@@ -213,7 +237,9 @@ def trend(documents: list[dict]) -> list[str]:
                     value = stats["kernel"][metric]
                     cells = series.setdefault((kernel, key, metric), ["-"] * len(compared))
                     cells[index] = "-" if value is None else f"{value:{baseline.SHOWN}}"
+    stopped = [f"#{i + 1}" for i, document in enumerate(documents) if stopped_short(document)]
+    caveat = f"; {', '.join(stopped)} did not run to its end: of the inputs it reached" if stopped else ""
     rows = [("kernel", "category", "metric", *(f"#{i + 1}" for i in range(len(compared))))]
     rows += [(*key, *cells) for key, cells in sorted(series.items()) if len(set(cells)) > 1]
-    return [f"trend (what changed along the way, on {basis}):",
+    return [f"trend (what changed along the way, on {basis}{caveat}):",
             *("  " + line for line in baseline.aligned(rows))]

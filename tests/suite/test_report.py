@@ -347,6 +347,29 @@ def test_the_reports_of_the_readmes_commands_compare_on_what_they_share_and_a_re
     assert f"{gated} ran on cpu, {elsewhere} on cuda" in said and "--hypothesis-profile ci" in said, said
 
 
+def test_compare_says_first_that_a_run_did_not_run_to_its_end_and_shows_no_improvement_of_it(tmp_path, capsys):
+    """A run a failure stopped (or an interruption) judged fewer inputs: its numbers look better than a whole
+    run's.  Its regressions still count."""
+    pinned = {"profile": "ci", "draws": "d1", "seed": "pinned: 0 + crc32(test name)"}
+    records = [measured("k", 30, "a"), measured("j", 3, "b")]
+    old = written_report(tmp_path / "old", records, pinned)
+    failed = written_report(tmp_path / "failed", [measured("k", 2, "a"), measured("j", 9, "b")], pinned,
+                            verdict="FAILED: 1 test(s) passed, 1 failed; accuracy gate: no baseline given")
+    assert report_cli(["compare", str(old), str(failed)]) == 1
+    said = capsys.readouterr().out
+    assert said.startswith(f"WARNING: {failed} did not run to its end (FAILED: 1 test(s) passed, 1 failed)"), said
+    assert "improved: not shown" in said and re.search(r"j +softmax/float32/normal +max_ulp .* regressed", said), said
+    assert not re.search(r"k +softmax/float32/normal +max_ulp", said), said
+    interrupted = written_report(tmp_path / "interrupted", [measured("k", 2, "a"), measured("j", 3, "b")],
+                                 {**pinned, "interrupted": True},
+                                 verdict="INTERRUPTED: 1 test(s) passed, 0 failed; accuracy gate: no baseline given")
+    assert report_cli(["compare", str(old), str(interrupted), str(old)]) == 1  # back to a whole run: k regressed
+    said = capsys.readouterr().out
+    assert said.startswith(f"WARNING: {interrupted} did not run to its end (INTERRUPTED"), said
+    assert said.count("improved: not shown") == 2 and "improved: 1" not in said, said
+    assert "#2 did not run to its end" in said.split("trend")[1], said
+
+
 @pytest.mark.parametrize("backend,made,now,unjudged", [
     ("cpu", "AVX2", "AVX2", []),
     ("cpu", "AVX512", "AVX2", ["torch"]),
