@@ -80,6 +80,7 @@ def one_runs_draws(run: dict) -> bool:
 
 
 def drew_alike(old_run: dict, new_run: dict) -> bool:
+    """Whether every statistic of both reports came from the same inputs."""
     return one_runs_draws(old_run) and one_runs_draws(new_run) and old_run["draws"] == new_run["draws"]
 
 
@@ -96,7 +97,8 @@ def drawn(run: dict) -> str:
 def fixed_inputs(document: dict) -> dict[tuple, dict]:
     """A report's records of the inputs every run draws alike, one per kernel, operation and recipe (a night's
     rounds each judge them)."""
-    return {(r["kernel"], r["op"], r.get("replay")): r for r in document.get("records", []) if r.get("inputs") == FIXED}
+    return {(r["kernel"], r["op"], r.get("replay")): r for r in document.get("records", [])
+            if r.get("inputs") == FIXED}
 
 
 def with_records(document: dict, records: list[dict]) -> dict:
@@ -177,13 +179,14 @@ def no_fixed_alike(old_document: dict, new_document: dict, old_name: str, new_na
 def remedy(old_run: dict, new_run: dict, old_name: str, new_name: str) -> str:
     """What would make two reports compare, in words: the run to repeat so that both draw the same inputs."""
     runs = ((old_name, old_run), (new_name, new_run))
-    if all(one_runs_draws(run) for _, run in runs) and old_run.get("profile") == new_run.get("profile"):
-        return ("rerun both from one suite version and Hypothesis version, with the same example database "
+    pinned = [one_runs_draws(run) for _, run in runs]
+    if all(pinned) and old_run.get("profile") == new_run.get("profile"):
+        return ("rerun both from one suite version and Hypothesis version, with the same seeds and example database "
                 "(SOFTMAX_SUITE_EXAMPLES) or none: both then draw the same inputs and compare whole")
-    target = next((run for _, run in runs if one_runs_draws(run)), old_run)  # the draws the other is to repeat
-    profile = target.get("profile") if one_runs_draws(target) else GATE_PROFILE
-    rerun = [name for name, run in runs if run is not target or not one_runs_draws(run)]
-    device = f" --device {target.get('backend')}" if old_run.get("backend") != new_run.get("backend") else ""
+    kept = pinned.index(True) if any(pinned) else 0  # the report whose draws the other is to repeat
+    profile = runs[kept][1].get("profile") if pinned[kept] else GATE_PROFILE
+    rerun = [name for index, (name, _) in enumerate(runs) if index != kept or not pinned[index]]
+    device = f" --device {runs[kept][1].get('backend')}" if old_run.get("backend") != new_run.get("backend") else ""
     return (f"rerun {' and '.join(rerun)} with --hypothesis-profile {profile}{device} (seeds pinned, as a gated run "
             "draws them): both then draw the same inputs and compare whole; or compare reports of the same kernels "
             "and device, which judge the same fixed inputs")
