@@ -19,7 +19,8 @@
    kernel, under the regression gate's rules, on the inputs every night draws
    alike (the coverage sweep and the catalog: ``OUT/fixed.json``; statistics of
    the randomised search differ from night to night with its inputs), of those
-   both nights reached within their time boxes: ``OUT/compare.txt``;
+   both nights reached within their time boxes (:mod:`report.comparison`, which
+   ``python -m report compare`` shares): ``OUT/compare.txt``;
 5. ``OUT/nightly.md``: the verdict, the comparison, the league, the soak's rounds.
 
 A fleet shares one night: host K runs the night of shard K (``-- --shard K/N ...``,
@@ -49,8 +50,7 @@ import json
 import sys
 from pathlib import Path
 
-from report import known, league
-from report import __main__ as report_cli
+from report import comparison, known, league
 from report import merge as shards
 from report.invariances import combine
 from report.summary import categorize
@@ -70,34 +70,17 @@ def merge(documents: list[dict], *, fixed: bool = False) -> dict:
             "categories": categorize(records), "invariances": combine(entries), "records": records}
 
 
-def judged_alike(previous: dict, tonight: dict) -> tuple[dict, dict]:
-    """Both nights' fixed records on the inputs both judged, one record per input, with their categories.
-
-    A round's time box ends a test's examples once its share is spent, the coverage sweep's too, and a
-    loaded machine reaches fewer of them: an input one night did not reach says nothing of a change in the
-    kernel.  A kernel with no record tonight keeps last night's, and vanishes in the comparison.
-    """
-    def by_input(document: dict) -> dict:
-        return {(r["kernel"], r["op"], r["replay"]): r for r in document["records"]}
-
-    old, new = by_input(previous), by_input(tonight)
-    present = {kernel for kernel, _, _ in new}
-    kept_old = [r for key, r in sorted(old.items()) if key in new or key[0] not in present]
-    kept_new = [r for key, r in sorted(new.items()) if key in old]
-    return ({**previous, "records": kept_old, "categories": categorize(kept_old)},
-            {**tonight, "records": kept_new, "categories": categorize(kept_new)})
-
-
 def compare(previous: Path, now: Path) -> tuple[str, bool]:
-    """What changed from last night's fixed.json to tonight's, on the inputs both judged: its text, and whether
-    tonight regressed."""
-    last, tonight = report_cli.load(previous), report_cli.load(now)
-    old, new = judged_alike(last, tonight)
+    """What changed from last night's fixed.json to tonight's, on the fixed inputs both judged
+    (:func:`report.comparison.comparable`): its text, and whether tonight regressed."""
+    last, tonight = comparison.load(previous), comparison.load(now)
+    try:
+        pair = comparison.comparable(last, tonight, previous, now)
+    except comparison.Refused as why:  # the nights judged no fixed input alike: no change is known
+        return f"not compared: {why}\n", False
     text = io.StringIO()
     with contextlib.redirect_stdout(text):
-        print(f"on the {len(new['records'])} fixed inputs both nights judged, of {len(last['records'])} records "
-              f"last night and {len(tonight['records'])} tonight")
-        findings = report_cli.changes(old, new, previous, now)
+        findings = comparison.changes(pair)
     return text.getvalue(), any(f.fails for f in findings)
 
 
@@ -156,10 +139,10 @@ def merged_night(args: argparse.Namespace) -> int:
     reports, problems = [], []
     for folder in args.merge_shards:
         try:
-            reports.append(shards.ShardReport.of(folder, report_cli.load(folder / "accuracy.json")))
+            reports.append(shards.ShardReport.of(folder, comparison.load(folder / "accuracy.json")))
         except shards.Refused as refused:
             problems += refused.problems
-        except report_cli.Refused as unreadable:  # no report, or not one
+        except comparison.Refused as unreadable:  # no report, or not one
             problems.append(str(unreadable))
     problems = problems or shards.problems(reports, same_draws=False)
     if problems:
@@ -197,7 +180,7 @@ def write_night(args: argparse.Namespace, documents: list[dict], soaked: str, ta
     reports ``documents``; ``soaked``: their soak's verdict (PASSED, INCOMPLETE: tests left unrun, FAILED);
     ``tail``: nightly.md's last lines; ``run``: the merged report's run metadata, if not the first document's.
     The exit status."""
-    tonight, written, comparison, regressed = None, [], "", False
+    tonight, written, changed, regressed = None, [], "", False
     bench = json.loads(args.bench.read_text()) if args.bench else None
     if documents:
         tonight, fixed = merge(documents), merge(documents, fixed=True)
@@ -206,15 +189,15 @@ def write_night(args: argparse.Namespace, documents: list[dict], soaked: str, ta
         (args.out / "fixed.json").write_text(json.dumps(fixed, indent=1, sort_keys=True) + "\n")
         written = league.write(args.out, tonight, bench)
         if args.previous is not None:
-            comparison, regressed = compare(args.previous / "fixed.json", args.out / "fixed.json")
-            (args.out / "compare.txt").write_text(comparison)
+            changed, regressed = compare(args.previous / "fixed.json", args.out / "fixed.json")
+            (args.out / "compare.txt").write_text(changed)
     else:
         print("nightly: no round wrote a report; see the soak's logs", file=sys.stderr)
     failed = soaked not in ("PASSED", "INCOMPLETE") or regressed or tonight is None
     word = "INTERRUPTED" if interruption.signal else "FAILED" if failed else soaked
     lines = ["# Nightly run", "", headline_of(word, regressed), ""]
-    if comparison:
-        lines += ["## Against the previous night", "", "```", comparison.rstrip(), "```", ""]
+    if changed:
+        lines += ["## Against the previous night", "", "```", changed.rstrip(), "```", ""]
     if tonight is not None:
         lines += league.markdown(tonight["categories"], tonight["invariances"], bench)
         lines += [f"![{p.stem}]({p.name})" for p in written if p.suffix == ".png"] + [""]

@@ -154,7 +154,7 @@ def test_nights_are_compared_on_the_fixed_inputs_both_reached_and_a_kernel_that_
     text, regressed = compare(fixed_report(tmp_path, "last", last), fixed_report(tmp_path, "tonight", tonight))
     assert regressed and "gone" in text and "zeros" not in text, text
     text, regressed = compare(fixed_report(tmp_path, "last", last[:3]), fixed_report(tmp_path, "tonight", tonight))
-    assert not regressed and "on the 1 fixed inputs both nights judged" in text, text
+    assert not regressed and "compared on the 1 fixed input(s) both judged" in text, text
     worse = [fixed_record("k", "normal", 30, "a")]
     text, regressed = compare(fixed_report(tmp_path, "last", last[:3]), fixed_report(tmp_path, "tonight", worse))
     assert regressed and "max_ulp" in text, text

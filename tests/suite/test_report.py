@@ -17,6 +17,7 @@ import torch
 from harness import seeding, strategies
 from harness.session import Draws
 from report import artifacts, baseline, files
+from report.summary import ULP_BUCKETS, categorize
 from report.__main__ import main as report_cli
 from tests import junit
 from tests.scenarios.gate_kernel import GATE_KERNEL, GATE_TESTS
@@ -224,7 +225,7 @@ def test_compare_follows_a_trend_names_vanished_kernels_and_no_change_below_what
     assert re.search(r"k +all categories +records +3 +- +- +disappeared", capsys.readouterr().out)
     fake_report(third, 11, 11.0)  # within the slack of 1 ULP
     assert report_cli(["compare", str(first), str(same), str(third)]) == 0
-    trend = capsys.readouterr().out.split("trend (what changed along the way):")[1]
+    trend = capsys.readouterr().out.split("trend (what changed along the way, on every record):")[1]
     assert re.search(r"k +softmax/float32/normal +max_ulp +10 +10 +11", trend)
 
 
@@ -250,7 +251,9 @@ def test_compare_refuses_reports_of_other_draws_and_what_is_no_report_and_takes_
     assert report_cli(["compare", str(old), str(other)]) == 4
     assert "cannot be compared: the suite draws other inputs" in capsys.readouterr().err
     assert report_cli(["compare", str(old), str(random)]) == 4
-    assert f"{random}: drew random inputs" in capsys.readouterr().err
+    said = capsys.readouterr().err
+    assert f"{random} drew random inputs" in said and "no record of a fixed input" in said, said
+    assert f"rerun {random} with --hypothesis-profile ci" in said, said
     assert report_cli(["compare", str(old), str(tmp_path / "missing.json")]) == 4
     assert "not an accuracy.json report" in capsys.readouterr().err
     with pytest.raises(SystemExit) as usage:
@@ -267,6 +270,104 @@ def test_compare_says_what_regressed_and_what_improved(tmp_path, capsys):
     assert "regressed: 1" in capsys.readouterr().out
     assert report_cli(["compare", str(old), str(better)]) == 0
     assert "improved: 1" in capsys.readouterr().out
+
+
+def measured(kernel: str, max_ulp: float, replay: str, inputs: str = "fixed") -> dict:
+    """A record of ``kernel`` on the input ``replay`` names: ``"fixed"``, one every run draws alike (the sweep, the
+    catalog), or ``"search"``, one Hypothesis drew."""
+    errors = {"elements": 100, "max_ulp": max_ulp, "mean_ulp": max_ulp / 10, "correctly_rounded": 0.5,
+              "max_fractional_ulp": max_ulp, "worst_ratio": 0.5, "violations": 0, "non_finite": 0, "allclose": True,
+              "ulp_histogram": [0] * len(ULP_BUCKETS)}
+    return {"kernel": kernel, "op": "softmax", "dtype": "float32", "values": "normal", "inputs": inputs,
+            "replay": replay, "kernel_errors": errors, "torch_errors": errors}
+
+
+def written_report(path: Path, records: list[dict], run: dict,
+                   verdict: str = "PASSED: 2 test(s) passed, 0 failed") -> Path:
+    """An accuracy.json at ``path`` (a folder: its accuracy.json) holding ``records``, run metadata ``run``."""
+    file = path / "accuracy.json" if path.suffix != ".json" else path
+    file.parent.mkdir(parents=True, exist_ok=True)
+    file.write_text(json.dumps({"schema_version": 1, "run": {"backend": "cpu", **run}, "verdict": verdict,
+                                "failures": [], "records": records, "categories": categorize(records),
+                                "invariances": {}}))
+    return path
+
+
+def night(path: Path, records: list[dict], seed: int) -> Path:
+    """A folder as ``python -m harness.nightly --out`` leaves it: every round's records in accuracy.json, those of
+    the fixed inputs in fixed.json; its rounds seeded anew, as every night's are."""
+    run = {"profile": "nightly", "draws": f"round-{seed}", "seed": f"pinned: {seed} + crc32(test name)",
+           "rounds": 1, "seeds": [f"pinned: {seed} + crc32(test name)"]}
+    written_report(path, records, run)
+    written_report(path / "fixed.json", [r for r in records if r["inputs"] == "fixed"], run)
+    return path
+
+
+def test_compare_takes_two_nights_on_the_fixed_inputs_both_judged(tmp_path, capsys):
+    """Their searches drew other inputs (each night seeds anew) and their time boxes reached other parts of the
+    sweep: only the fixed inputs both judged say anything of a change."""
+    last = night(tmp_path / "last", [measured("k", 3, "a"), measured("k", 9, "b"), measured("k", 1, "s1", "search")],
+                 seed=11)
+    tonight = night(tmp_path / "tonight", [measured("k", 3, "a"), measured("k", 80, "s2", "search")], seed=12)
+    assert report_cli(["compare", str(last), str(tonight)]) == 0, capsys.readouterr()
+    said = capsys.readouterr().out
+    assert "compared on the 1 fixed input(s) both judged" in said and "regressed: 0" in said, said
+    for given in (("fixed.json", "fixed.json"), ("accuracy.json", "fixed.json")):  # a night's files, as well
+        assert report_cli(["compare", str(last / given[0]), str(tonight / given[1])]) == 0
+        assert "compared on the 1 fixed input(s) both judged" in capsys.readouterr().out
+    worse = night(tmp_path / "worse", [measured("k", 30, "a")], seed=13)
+    assert report_cli(["compare", str(last), str(tonight), str(worse)]) == 1
+    said = capsys.readouterr().out
+    assert re.search(r"k +softmax/float32/normal +max_ulp +3 +4 +30 +regressed", said), said
+    assert re.search(r"k +softmax/float32/normal +max_ulp +3 +3 +30", said.split("trend")[1]), said
+
+
+def test_the_reports_of_the_readmes_commands_compare_on_what_they_share_and_a_refusal_says_what_would(tmp_path,
+                                                                                                      capsys):
+    """A run of the default profile (dev: random draws, as the README's own runs of a kernel are), a gated run
+    (ci, pinned seeds) and a night judge the same fixed inputs; two reports of nothing alike are refused with
+    what would compare."""
+    pinned = {"profile": "ci", "draws": "d1", "seed": "pinned: 0 + crc32(test name)"}
+    gated = written_report(tmp_path / "gated", [measured("k", 3, "a"), measured("k", 5, "s", "search")], pinned)
+    mine = written_report(tmp_path / "mine", [measured("k", 3, "a"), measured("k", 40, "r", "search")],
+                          {"profile": "dev", "draws": None, "seed": "not pinned"})
+    nightly = night(tmp_path / "nightly", [measured("k", 3, "a"), measured("k", 60, "n", "search")], seed=7)
+    for old, new in ((gated, mine), (mine, nightly), (nightly, gated)):
+        assert report_cli(["compare", str(old), str(new)]) == 0, capsys.readouterr()
+        said = capsys.readouterr().out
+        assert "compared on the 1 fixed input(s) both judged" in said and "regressed: 0" in said, said
+    again = written_report(tmp_path / "again", [measured("k", 3, "a"), measured("k", 6, "s", "search")], pinned)
+    assert report_cli(["compare", str(gated), str(again)]) == 0
+    assert "compared on every record: both drew the same inputs" in capsys.readouterr().out
+    elsewhere = written_report(tmp_path / "elsewhere", [measured("k", 3, "a on cuda")],
+                               {"backend": "cuda", "profile": "dev", "draws": None})
+    assert report_cli(["compare", str(gated), str(elsewhere)]) == 4
+    said = capsys.readouterr().err
+    assert f"{elsewhere} drew random inputs (profile dev" in said and "no fixed input alike" in said, said
+    assert f"{gated} ran on cpu, {elsewhere} on cuda" in said and "--hypothesis-profile ci" in said, said
+
+
+def test_compare_says_first_that_a_run_did_not_run_to_its_end_and_shows_no_improvement_of_it(tmp_path, capsys):
+    """A run a failure stopped (or an interruption) judged fewer inputs: its numbers look better than a whole
+    run's.  Its regressions still count."""
+    pinned = {"profile": "ci", "draws": "d1", "seed": "pinned: 0 + crc32(test name)"}
+    records = [measured("k", 30, "a"), measured("j", 3, "b")]
+    old = written_report(tmp_path / "old", records, pinned)
+    failed = written_report(tmp_path / "failed", [measured("k", 2, "a"), measured("j", 9, "b")], pinned,
+                            verdict="FAILED: 1 test(s) passed, 1 failed; accuracy gate: no baseline given")
+    assert report_cli(["compare", str(old), str(failed)]) == 1
+    said = capsys.readouterr().out
+    assert said.startswith(f"WARNING: {failed} did not run to its end (FAILED: 1 test(s) passed, 1 failed)"), said
+    assert "improved: not shown" in said and re.search(r"j +softmax/float32/normal +max_ulp .* regressed", said), said
+    assert not re.search(r"k +softmax/float32/normal +max_ulp", said), said
+    interrupted = written_report(tmp_path / "interrupted", [measured("k", 2, "a"), measured("j", 3, "b")],
+                                 {**pinned, "interrupted": True},
+                                 verdict="INTERRUPTED: 1 test(s) passed, 0 failed; accuracy gate: no baseline given")
+    assert report_cli(["compare", str(old), str(interrupted), str(old)]) == 1  # back to a whole run: k regressed
+    said = capsys.readouterr().out
+    assert said.startswith(f"WARNING: {interrupted} did not run to its end (INTERRUPTED"), said
+    assert said.count("improved: not shown") == 2 and "improved: 1" not in said, said
+    assert "#2 did not run to its end" in said.split("trend")[1], said
 
 
 @pytest.mark.parametrize("backend,made,now,unjudged", [
