@@ -47,8 +47,8 @@ CHECKOUT = Path(__file__).resolve().parents[1]
 
 
 def command(kernel, device: str, op: str, case) -> str:
-    """The shell command that replays ``case``, run from the folder this process runs in, the run's (the case's repr
-    holds no double quote).
+    """The shell command that replays ``case``, pasted in the folder the run started in (the case's repr holds no
+    double quote).
 
     ``kernel`` is a KernelSpec (or a selector): a kernel given by file is named by its absolute path, and one
     imported from a folder outside the checkout brings the PYTHONPATH it needs, so the command runs as printed.
