@@ -50,7 +50,7 @@ from report.text import printable
 
 from . import hypothesis_internals
 from .calls import KernelHang, SuiteFailure
-from .replay import PREFIX, RECIPES
+from .replay import PREFIX, RECIPES, from_checkout
 from .session import PINNED_PROFILES, session_of
 
 EXAMPLE = "softmax_example"  # the attribute of a failure's exception: the example it failed on, argument -> repr
@@ -144,7 +144,7 @@ def one_screen(item: pytest.Item, error: BaseException, replay: str | None) -> s
 
 
 def pytest_command(item: pytest.Item, error: BaseException) -> str | None:
-    """pytest running ``item`` alone, from the checkout's root, as this run ran it (kernel, device, Hypothesis
+    """pytest running ``item`` alone, from the folder the run started in, as this run ran it (kernel, device, Hypothesis
     profile and seeds, the kernel call's limit), on the example ``error`` failed on: the blob of Hypothesis's
     ``@reproduce_failure`` (an explicit example, or a test without Hypothesis, fails again by itself).  None for a
     test that judges no kernel."""
@@ -164,4 +164,4 @@ def pytest_command(item: pytest.Item, error: BaseException) -> str | None:
     if example:
         words += ["--replay-example", example]
     path = f"PYTHONPATH={shlex.quote(spec.pythonpath)} " if spec.pythonpath else ""
-    return path + shlex.join(words)
+    return from_checkout(path + shlex.join(words), config.invocation_params.dir)

@@ -321,6 +321,9 @@ def resolve(selector: str) -> KernelSpec:
     """A kernel by registered name, by ``package.module:function`` path, or by ``path/to/file.py:function``."""
     if selector in _REGISTRY:
         return _REGISTRY[selector]
+    if ":" not in selector and is_file_selector(selector):
+        raise ValueError(f"--kernel {selector!r}: name the kernel's function in that file too, as "
+                         f"path/to/file.py:function (--kernel {selector}:FUNCTION)")
     if ":" not in selector:
         known = ", ".join(sorted(_REGISTRY))
         raise ValueError(f"--kernel {selector!r}: not a registered kernel ({known}) nor a 'module:function' path")

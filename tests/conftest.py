@@ -25,15 +25,16 @@ sys.dont_write_bytecode = False
 
 @pytest.fixture
 def run_pytest():
-    """Run the suite in a fresh interpreter (no inherited TRITON_INTERPRET; xdist only when asked with -n)."""
+    """Run the suite in a fresh interpreter (no inherited TRITON_INTERPRET; xdist only when asked with -n), started in
+    ``cwd`` (the checkout's root unless given)."""
 
-    def run(*args: str, **env: str) -> subprocess.CompletedProcess:
+    def run(*args: str, cwd: Path = ROOT, **env: str) -> subprocess.CompletedProcess:
         clean = {k: v for k, v in os.environ.items() if k not in ("TRITON_INTERPRET", "PYTEST_XDIST_WORKER",
                                                                    "PYTEST_XDIST_WORKER_COUNT")}
         plugins = [] if "-n" in args else ["-p", "no:xdist"]
         return subprocess.run(
             [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *plugins, *args],
-            cwd=ROOT, env={**clean, **env}, capture_output=True, text=True, timeout=900,
+            cwd=cwd, env={**clean, **env}, capture_output=True, text=True, timeout=900,
         )
 
     return run

@@ -82,6 +82,8 @@ def test_a_kernel_that_cannot_take_the_suites_calls_is_refused_at_start_naming_t
 @pytest.mark.parametrize("selector,message", [
     ("kernels.torch_softmax:nothing_here", "no callable"),
     ("nowhere", "not a registered kernel"),
+    ("examples/my_kernels.py", r"name the kernel's function .* \(--kernel examples/my_kernels\.py:FUNCTION\)"),
+    ("../mine/k.py", r"as path/to/file\.py:function \(--kernel \.\./mine/k\.py:FUNCTION\)"),
 ])
 def test_bad_selectors_are_refused(selector, message):
     with pytest.raises(ValueError, match=message):
