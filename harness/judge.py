@@ -75,7 +75,9 @@ class Measurement:
 
     def summary(self) -> dict:
         """Statistics of the elements judged by a bound; a NaN or infinity where the oracle's result is
-        finite (or the reverse) is counted apart, as ``non_finite``: no ULP distance means anything there."""
+        finite (or the reverse) is counted apart, as ``non_finite``: no ULP distance means anything there.
+        ``special_misses`` counts the elements the special values decide (exact by semantics) that are not
+        the oracle's: violations no ULP figure shows."""
         return dict(self._statistics)
 
     @cached_property
@@ -89,6 +91,7 @@ class Measurement:
             "elements": int(self.ulps.size),
             "violations": int(self.violations.sum()),
             "non_finite": int((judged & ~related).sum()),
+            "special_misses": int((self.violations & self.special).sum()),
             "max_ulp": float(ulps.max(initial=0)),
             "mean_ulp": float(ulps.mean()) if ulps.size else 0.0,
             "p99_ulp": float(np.percentile(ulps, 99)) if ulps.size else 0.0,
