@@ -452,3 +452,38 @@ def test_a_league_of_a_report_older_than_the_count_says_it_is_unknown():
     rows = league.rows({"k": {"softmax/float32/normal": {"records": 1, "elements": 8, "kernel": side, "torch": side}}})
     assert rows[0]["special_misses"] is None and "| 0 | - |" in league.line(rows[0])
 
+
+class KeptFigures:
+    """matplotlib.pyplot, but its figures kept open for a test to read."""
+
+    def __init__(self, pyplot):
+        self.pyplot, self.figures = pyplot, []
+
+    def subplots(self, *args, **kwargs):
+        figure, axes = self.pyplot.subplots(*args, **kwargs)
+        self.figures.append(figure)
+        return figure, axes
+
+    def close(self, figure):
+        pass
+
+
+def test_each_dtype_has_a_colour_of_its_own_and_the_legend_names_it(tmp_path, monkeypatch):
+    """One kernel in three dtypes: the scatter plots drew every dtype in the kernel's one colour (issue 48, item
+    10)."""
+    from matplotlib.colors import to_hex
+
+    from report.figures import pyplot
+
+    kept = KeptFigures(pyplot())
+    monkeypatch.setattr(artifacts, "pyplot", lambda: kept)
+    records = [{"kernel": "k", "dtype": dtype, "row_length": n, "kernel_errors": {"max_ulp": ulps},
+                "torch_errors": {"max_ulp": 1}}
+               for dtype, ulps in (("float32", 1), ("float16", 2), ("bfloat16", 3)) for n in (100, 4096)]
+    artifacts.plot_scatter(tmp_path, records, "by_row_length.png", lambda r: r["row_length"],
+                           lambda r: r["kernel_errors"]["max_ulp"], "row length", "max ULP", "title")
+    axis = kept.figures[-1].axes[0]
+    colours = {int(points.get_offsets()[0][1]): to_hex(points.get_facecolors()[0]) for points in axis.collections}
+    assert len(set(colours.values())) == 3, colours  # by max ULP: float32 1, float16 2, bfloat16 3
+    legend = {text.get_text() for text in axis.get_legend().get_texts()}
+    assert {"float32", "float16", "bfloat16", "k"} <= legend, legend
