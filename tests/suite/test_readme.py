@@ -1,4 +1,5 @@
-"""Every command of the README runs as written: the ones CI runs are CI's, this test runs the others."""
+"""The README and the documents it links say what is so: every command of the README runs as written (the ones CI
+runs are CI's, this test runs the others), and the tests docs/bug-classes.md names are where it says."""
 
 import re
 from pathlib import Path
@@ -51,3 +52,14 @@ def test_a_path_outside_the_checkout_is_taken_after_an_equals_sign_as_the_readme
     assert joined.returncode == 0, joined.stdout[-3000:] + joined.stderr[-3000:]
     apart = run_pytest("--collect-only", "-q", "--kernel", "torch", "--accuracy-report", str(outside))
     assert apart.returncode == pytest.ExitCode.USAGE_ERROR and "unrecognized arguments" in apart.stderr, apart.stderr
+
+
+def test_the_tests_docs_bug_classes_names_are_where_it_says():
+    """Each ``file.py::test`` docs/bug-classes.md names is defined in that file (a file named alone, under tests/)."""
+    text = (ROOT / "docs" / "bug-classes.md").read_text()
+    wrong = []
+    for path, name in set(re.findall(r"`((?:tests/\w+/)?test_\w+\.py)(?:::(test_\w+))?", text)):
+        found = [ROOT / path] if "/" in path else list((ROOT / "tests").glob(f"*/{path}"))
+        if len(found) != 1 or not found[0].is_file() or name and f"def {name}(" not in found[0].read_text():
+            wrong.append(f"{path}::{name}" if name else path)
+    assert not wrong, f"docs/bug-classes.md names tests that are not there: {wrong}"
