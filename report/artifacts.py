@@ -193,7 +193,8 @@ def scatter_legend(axis, colours: dict[str, str], markers: dict[str, str]) -> No
     from matplotlib.lines import Line2D
 
     handles, _ = axis.get_legend_handles_labels()
-    handles += [Line2D([], [], linestyle="", marker="o", color=colour, label=dtype) for dtype, colour in colours.items()]
+    handles += [Line2D([], [], linestyle="", marker="o", color=colour, label=dtype)
+                for dtype, colour in colours.items()]
     handles += [Line2D([], [], linestyle="", marker=marker, color="grey", label=kernel)
                 for kernel, marker in markers.items()]
     axis.legend(handles=handles, fontsize=8)

@@ -15,7 +15,8 @@ from specs.registry import declares, resolve
 
 TILED = "tests/scenarios/tiled_one_tile.py"
 # Every kernel of this project's, registered or declared as a user's file declares one, and the README's example.
-DECLARED = ("full_softmax", "fused_softmax", "rowwise", "torch", "specs.online:softmax", "examples/my_kernels.py:softmax")
+DECLARED = ("full_softmax", "fused_softmax", "rowwise", "torch", "specs.online:softmax",
+            "examples/my_kernels.py:softmax")
 
 
 @pytest.fixture
