@@ -1,7 +1,8 @@
-"""A user's kernel file, the one the README walks through: ``--kernel my_kernels:softmax``.
+"""A user's kernel file, the one the README walks through: ``--kernel examples/my_kernels.py:softmax``.
 
-Run with this folder on the import path (``PYTHONPATH=examples``), as any
-kernel file of yours: the suite imports ``module:function`` like Python does.
+Named by its path, as any kernel file of yours: the suite imports it as a
+script would be, its folder first on the import path, in a process of its own
+(``--kernel my_kernels:softmax`` names it too, with ``PYTHONPATH=examples``).
 
 * ``softmax``: a Triton softmax, one program per row, that declares what it
   handles (``capabilities``: 2-D, last dim, contiguous rows of at most 4096
@@ -21,7 +22,8 @@ kernel file of yours: the suite imports ``module:function`` like Python does.
 * ``softmax_bare``: a bare callable that declares nothing.  It is held to
   torch.softmax's whole contract (any float dtype, rank, dim and layout), judged
   with the loosest arithmetic the suite knows, and promises no invariance; it
-  may refuse inputs torch refuses with torch's own errors.
+  refuses what torch refuses: integer input with a TypeError of its own, the
+  rest with torch's errors.
 """
 
 import math

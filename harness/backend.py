@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import torch
 
-from . import pinning, triton_internals
+from . import pinning, tiling, triton_internals
 
 CHOICES = ("auto", "cpu", "cuda", "npu")
 
@@ -86,6 +86,7 @@ def activate(requested: str, worker_id: str | None = None) -> Backend:
             raise BackendError("triton was imported before TRITON_INTERPRET=1 was set; cannot run kernels on cpu")
         os.environ["TRITON_INTERPRET"] = "1"
         triton_internals.speed_up_the_interpreter()
+        triton_internals.watch_the_sums(tiling.saw_sum)
         return Backend(name, torch.device("cpu"), _device_name(name, torch.device("cpu")))
     if interpret_env:
         raise BackendError(f"TRITON_INTERPRET is set, which runs kernels on the CPU; unset it for --device {name}")

@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from . import torch_state
+from . import tiling, torch_state
 from .subnormals import flushing, restore
 
 if TYPE_CHECKING:  # this module is imported before the backend is chosen, so before any kernel (and triton)
@@ -112,7 +112,7 @@ def described(spec: KernelSpec, op: str, x: torch.Tensor, dim: int) -> dict:
     """A call of ``spec``'s ``op`` on ``x`` in the test and example running now: what breadcrumbs and messages say."""
     return {"test": CONTEXT.test, "kernel": spec.name, "op": op, "input": describe_input(x, dim),
             "example": CONTEXT.example, "replay": replay_command(spec, op),
-            "inside": spec.capabilities.refusal(x, dim) is None}
+            "inside": spec.capabilities.refusal(x, dim) is None, "rows": tiling.rows_of(op, x, dim)}
 
 
 def replay_command(kernel: KernelSpec, op: str) -> str | None:
@@ -352,7 +352,9 @@ class Guard:
         return described(spec, op, x, dim)
 
     def _checked(self, call: dict, function, work, inputs, before, args, kwargs):
-        """The call, then its rules; inside the watchdog's time, since the checks wait for the device."""
+        """The call, then its rules; inside the watchdog's time, since the checks wait for the device.  How wide the
+        call's sums were is noted for its judge (:mod:`harness.tiling`)."""
+        tiling.starting()
         try:
             y = function(work, *args, **kwargs)
         except Exception as error:
@@ -370,6 +372,7 @@ class Guard:
         problem = self._output_problem(y, work, inputs)
         if problem:
             raise ContractBroken(f"{describe_call(call)}: the kernel {problem}", call["replay"])
+        tiling.ended(call["kernel"], call["rows"])
         return y
 
     @staticmethod

@@ -49,7 +49,7 @@ from multiprocessing.connection import Connection
 
 import torch
 
-from . import crossing
+from . import crossing, tiling
 from .calls import (CONTEXT, Breadcrumbs, ContractBroken, Guard, KernelHang, Outputs, Watchdog, described, describe_call,
                     dim_of, guarded, operation_named)
 
@@ -259,6 +259,7 @@ def answered(process: KernelProcess, breadcrumbs: Breadcrumbs, description: dict
     breadcrumbs.finished()
     kind = reply.get("kind")
     if kind == "result" and isinstance(reply.get("value"), torch.Tensor):
+        tiling.note(description.get("kernel"), reply.get("sums"))  # how wide its sums were, for its judge
         return reply["value"]
     if kind == "profile":
         return reply.get("value")
@@ -333,7 +334,7 @@ def answer(spec, guard: HostedGuard, message: dict) -> dict:
         y = on_busy_stream(function, x, args, kwargs, message["busy_stream"]) if message["busy_stream"] else \
             function(x, *args, **kwargs)
         return {"kind": "result", "value": crossing.plain_tensor(y) if isinstance(y, torch.Tensor) else
-                _not_a_tensor(y, about)}
+                _not_a_tensor(y, about), "sums": tiling.last(about.get("kernel"))}
     except ContractBroken as error:
         return told(error, about, "ContractBroken")
     except KernelHang as error:  # the alarm stopped the call

@@ -30,6 +30,7 @@ from oracles.ulp import UNRELATED, fractional_ulp_error, ulp_distance
 from specs import torch_softmax
 from specs.registry import KernelSpec, unknown_profile
 
+from . import tiling
 from .calls import ContractBroken, SuiteFailure, describe_input  # noqa: F401  (the tests import describe_input here)
 
 
@@ -75,7 +76,9 @@ class Measurement:
 
     def summary(self) -> dict:
         """Statistics of the elements judged by a bound; a NaN or infinity where the oracle's result is
-        finite (or the reverse) is counted apart, as ``non_finite``: no ULP distance means anything there."""
+        finite (or the reverse) is counted apart, as ``non_finite``: no ULP distance means anything there.
+        ``special_misses`` counts the elements the special values decide (exact by semantics) that are not
+        the oracle's: violations no ULP figure shows."""
         return dict(self._statistics)
 
     @cached_property
@@ -89,6 +92,7 @@ class Measurement:
             "elements": int(self.ulps.size),
             "violations": int(self.violations.sum()),
             "non_finite": int((judged & ~related).sum()),
+            "special_misses": int((self.violations & self.special).sum()),
             "max_ulp": float(ulps.max(initial=0)),
             "mean_ulp": float(ulps.mean()) if ulps.size else 0.0,
             "p99_ulp": float(np.percentile(ulps, 99)) if ulps.size else 0.0,
@@ -268,18 +272,21 @@ def accepted_by_torch(x: torch.Tensor, dim: int) -> bool:
 
 def judge_softmax(kernel: KernelSpec, call: Call, y: torch.Tensor, *, replay: str,
                   command: str | None = None) -> Judgement:
-    """Judge ``y``, the kernel's result for ``call``, with torch as the peer."""
+    """Judge ``y``, the kernel's result for ``call``, with torch as the peer; warn where the kernel summed the call's
+    rows in tiles while its precision model declares one (:mod:`harness.tiling`)."""
     x, expected_dtype = call.x, call.result_dtype
     if y.shape != x.shape or y.dtype != expected_dtype:  # not a verdict on numbers: no element has one to judge
         raise ContractBroken(f"{kernel.name}: the kernel returned a result of shape {tuple(y.shape)} and dtype "
                              f"{y.dtype} for {call.operation.name}, whose result has x's shape {tuple(x.shape)} and "
                              f"dtype {expected_dtype}; replay: {replay}", command)
+    profile = kernel.precision(call)
+    tiling.check(kernel.name, call, profile.reduction, kernel.capabilities.path_boundaries.get(call.backend, ()))
     oracle = oracle_of(call)
     peer = torch_softmax.SPEC
     inputs = as_rows(x, call.dim)
     return Judgement(
         call=call,
-        kernel=measure(kernel.name, call, y, oracle, kernel.precision(call)),
+        kernel=measure(kernel.name, call, y, oracle, profile),
         peer=measure(peer.name, call, peer.run(call), oracle, peer.precision(call)),
         fmt=format_of(expected_dtype), inputs=inputs,
         logits=inputs if call.logits is x else as_rows(call.logits, call.dim),

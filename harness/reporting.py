@@ -173,6 +173,24 @@ def git_commit(root: Path) -> str:
     return commit + ("-dirty" if dirty else "")
 
 
+def category_table(categories: dict) -> list[str]:
+    """The terminal's table of the run's categories: a line per kernel and category, its kernel's ULP figures, then
+    torch's on the same inputs, then the kernel's results no ULP figure shows (NaN or inf where the result is
+    finite; results special values decide, missed)."""
+    width = max(len("kernel"), *map(len, categories))
+    fmt = "{:<%d} {:<36} {:>7} {:>8} {:>9} {:>6} {:>10} {:>11} {:>8} {:>15}" % width
+    lines = [fmt.format("kernel", "category", "records", "max ULP", "mean ULP", "% CR", "torch max", "torch mean",
+                        "NaN/inf", "special misses")]
+    for kernel, groups in categories.items():
+        for key, stats in groups.items():
+            k, t = stats["kernel"], stats["torch"]
+            lines.append(fmt.format(kernel, key, stats["records"], shown(k["max_ulp"], ".0f"),
+                                    shown(k["mean_ulp"], ".3f"), shown(k["correctly_rounded"], ".1f", 100),
+                                    shown(t["max_ulp"], ".0f"), shown(t["mean_ulp"], ".3f"), k["non_finite"],
+                                    shown(k["special_misses"], ".0f")))
+    return lines
+
+
 class Gatherer:
     """The controller's side: gathers records and turns them into the report and the verdict."""
 
@@ -347,16 +365,8 @@ class Gatherer:
         run = session_of(config)
         if self.categories:
             terminalreporter.write_sep("-", "accuracy per kernel and category (ULP to the correctly rounded result)")
-            width = max(len("kernel"), *map(len, self.categories))
-            fmt = "{:<%d} {:<36} {:>7} {:>8} {:>9} {:>6} {:>10} {:>11} {:>8}" % width
-            write(fmt.format("kernel", "category", "records", "max ULP", "mean ULP", "% CR", "torch max",
-                             "torch mean", "NaN/inf"))
-            for kernel, groups in self.categories.items():
-                for key, stats in groups.items():
-                    k, t = stats["kernel"], stats["torch"]
-                    write(fmt.format(kernel, key, stats["records"], shown(k["max_ulp"], ".0f"),
-                                     shown(k["mean_ulp"], ".3f"), shown(k["correctly_rounded"], ".1f", 100),
-                                     shown(t["max_ulp"], ".0f"), shown(t["mean_ulp"], ".3f"), k["non_finite"]))
+            for line in category_table(self.categories):
+                write(line)
             if interpreter_truncates_bf16(run.backend.name, self.categories):
                 write(INTERPRETER_BF16)
         if self.invariances:

@@ -1,5 +1,5 @@
-"""The private internals of Triton's interpreter the suite changes, behind :func:`speed_up_the_interpreter` and no
-other place.
+"""The private internals of Triton's interpreter the suite changes, behind :func:`speed_up_the_interpreter` and
+:func:`watch_the_sums`, and no other place.
 
 tests/suite/test_triton_internals.py fails when an internal disappears or
 stops doing what is described below (a new Triton version); the fix then
@@ -50,6 +50,12 @@ before (the suite's test of this module fails instead).
   of a chunk of its own, 128 KiB, where the launch's calls find room for
   about 7,800 more slots: one map and unmap a launch.  The launch itself is
   unchanged.
+* **How wide each ``tl.sum`` is**: the interpreter computes ``tl.sum`` (a
+  reduction by ``_sum_combine``) in ``ReduceOps.sum``, one numpy sum over the
+  axis.  :func:`watch_the_sums` tells a callback that axis's length (every
+  element's count for a sum over all axes) before each: whether one ``tl.sum``
+  spanned a row, or the row was summed in tiles (:mod:`harness.tiling`).  The
+  sum is unchanged.
 """
 
 from __future__ import annotations
@@ -203,3 +209,23 @@ def launch_in_a_chunk_of_its_own() -> None:
     launch.chunk_of_its_own = True
     launch.original = original
     executor.__call__ = launch
+
+
+def watch_the_sums(seen) -> None:
+    """In this process, each ``tl.sum`` of an interpreted kernel calls ``seen(width)`` first, ``width`` the length of
+    the axis it sums (the element count of a sum over every axis)."""
+    from triton.runtime import interpreter
+
+    reduce_ops = getattr(interpreter, "ReduceOps", None)
+    original = getattr(reduce_ops, "sum", None)
+    if original is None or getattr(original, "watched", False):
+        return
+
+    def watched(self, input):
+        data = input.handle.data
+        seen(int(data.size if self.axis is None else data.shape[self.axis]))
+        return original(self, input)
+
+    watched.watched = True
+    watched.original = original
+    reduce_ops.sum = watched

@@ -54,8 +54,12 @@ def prepare(directory: Path, calls: Path | None = None) -> None:
                                          f"report</title></head><body><p>{html.escape(line)}</p></body></html>\n")
     write_text(directory / "accuracy.json", json.dumps({"schema_version": SCHEMA_VERSION, "run": {}, "verdict": line,
                                                         "failures": [], "categories": {}, "records": []}) + "\n")
+
+
+# "violations" counts every element that broke its test: those judged by a bound ("NaN/inf" among them, where the
+# oracle's result is finite) and the "special misses", results special values decide that no ULP figure shows.
 COLUMNS = ("category", "records", "elements", "max ULP", "mean ULP", "% correctly rounded", "worst ratio",
-           "violations", "NaN/inf", "torch max ULP", "torch mean ULP", "torch % CR")
+           "violations", "NaN/inf", "special misses", "torch max ULP", "torch mean ULP", "torch % CR")
 
 
 def category_rows(groups: dict) -> list[tuple]:
@@ -63,8 +67,9 @@ def category_rows(groups: dict) -> list[tuple]:
     for key, stats in groups.items():
         k, t = stats["kernel"], stats["torch"]
         rows.append((key, stats["records"], stats["elements"], shown(k["max_ulp"], ".0f"), shown(k["mean_ulp"], ".3f"),
-                     shown(k["correctly_rounded"], ".1f", 100), shown_ratio(k["worst_ratio"]), k["violations"], k["non_finite"],
-                     shown(t["max_ulp"], ".0f"), shown(t["mean_ulp"], ".3f"), shown(t["correctly_rounded"], ".1f", 100)))
+                     shown(k["correctly_rounded"], ".1f", 100), shown_ratio(k["worst_ratio"]), k["violations"],
+                     k["non_finite"], shown(k["special_misses"], ".0f"), shown(t["max_ulp"], ".0f"),
+                     shown(t["mean_ulp"], ".3f"), shown(t["correctly_rounded"], ".1f", 100)))
     return rows
 
 
@@ -169,20 +174,53 @@ def plot_histograms(directory: Path, categories: dict) -> Path:
     return path
 
 
+# A dtype's colour, the same in every plot; kernels are told apart by their markers.
+DTYPE_COLOURS = {"float32": "tab:blue", "float16": "tab:orange", "bfloat16": "tab:green", "float64": "tab:purple"}
+OTHER_COLOURS = ("tab:red", "tab:brown", "tab:pink", "tab:olive", "tab:cyan")
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
+
+
+def colours_of(dtypes: list[str]) -> dict[str, str]:
+    """Each dtype's colour: its own where it has one, else one no other dtype of the plot has."""
+    others = iter(OTHER_COLOURS * len(dtypes))
+    return {dtype: DTYPE_COLOURS.get(dtype) or next(others) for dtype in dtypes}
+
+
+def markers_of(kernels: list[str]) -> dict[str, str]:
+    return {kernel: MARKERS[index % len(MARKERS)] for index, kernel in enumerate(kernels)}
+
+
+def scatter_legend(axis, colours: dict[str, str], markers: dict[str, str]) -> None:
+    """A legend naming each dtype by its colour and each kernel by its marker, after what the axis labels itself."""
+    from matplotlib.lines import Line2D
+
+    handles, _ = axis.get_legend_handles_labels()
+    handles += [Line2D([], [], linestyle="", marker="o", color=colour, label=dtype)
+                for dtype, colour in colours.items()]
+    handles += [Line2D([], [], linestyle="", marker=marker, color="grey", label=kernel)
+                for kernel, marker in markers.items()]
+    axis.legend(handles=handles, fontsize=8)
+
+
 def plot_scatter(directory: Path, records: list, name: str, x, y, xlabel: str, ylabel: str, title: str,
                  diagonal: bool = False) -> Path:
+    """A point per record: its colour its dtype, its marker its kernel."""
     plt = pyplot()
     figure, axis = plt.subplots(figsize=(7, 4.5))
-    for kernel in sorted({r["kernel"] for r in records}):
-        mine = [r for r in records if r["kernel"] == kernel]
-        axis.scatter([x(r) for r in mine], [y(r) for r in mine], s=10, alpha=0.6, label=kernel)
+    colours = colours_of(sorted({r["dtype"] for r in records}))
+    markers = markers_of(sorted({r["kernel"] for r in records}))
+    for kernel, marker in markers.items():
+        for dtype, colour in colours.items():
+            mine = [r for r in records if r["kernel"] == kernel and r["dtype"] == dtype]
+            if mine:
+                axis.scatter([x(r) for r in mine], [y(r) for r in mine], s=10, alpha=0.6, color=colour, marker=marker)
     if diagonal:
         top = max([max(x(r), y(r)) for r in records] + [1])
         axis.plot([0.5, top], [0.5, top], color="grey", linewidth=0.8, label="kernel = torch")
     axis.set_xscale("symlog", linthresh=1)
     axis.set_yscale("symlog", linthresh=1)
     axis.set(xlabel=xlabel, ylabel=ylabel, title=title)
-    axis.legend(fontsize=8)
+    scatter_legend(axis, colours, markers)
     figure.tight_layout()
     path = replace_file(directory / name, lambda temporary: figure.savefig(temporary, dpi=110))
     plt.close(figure)

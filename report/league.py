@@ -2,9 +2,11 @@
 
 A row per kernel, dtype and value class of the softmax: max and mean ULP to the
 correctly rounded result, the share correctly rounded, the worst
-error-to-bound ratio, the bitwise invariances held or broken, and, given the
-JSON of ``bench/softmax_bandwidth.py`` from the same device, the kernel's
-median GB/s and fraction of a copy's bandwidth over the benchmark's shapes.
+error-to-bound ratio, the NaN or inf where the result is finite, the results
+special values decide that were missed, the bitwise invariances held or
+broken, and, given the JSON of ``bench/softmax_bandwidth.py`` from the same
+device, the kernel's median GB/s and fraction of a copy's bandwidth over the
+benchmark's shapes.
 Each kernel is measured on the inputs its capabilities admit (torch.softmax
 on the same inputs is in every report's category tables).  One plot per dtype
 puts accuracy against speed: max ULP on ordinary logits (the benchmark's
@@ -24,13 +26,13 @@ from pathlib import Path
 
 from . import invariances as invariance_table
 from .figures import pyplot
-from .summary import shown, shown_ratio
+from .summary import count_of, shown, shown_ratio
 from .text import markdown_text
 
 OP = "softmax"
 ORDINARY = "normal"  # the value class of the benchmark's inputs
 COLUMNS = ("kernel", "dtype", "values", "elements", "max ULP", "mean ULP", "% correctly rounded", "worst ratio",
-           "NaN/inf", "GB/s", "of copy")
+           "NaN/inf", "special misses", "GB/s", "of copy")
 
 
 def speed(bench: dict | None, kernel: str, dtype: str) -> tuple[float, float] | None:
@@ -54,7 +56,7 @@ def merged(groups: list[dict]) -> dict:
 
     return {"elements": elements, "max_ulp": max(s["max_ulp"] for s in stats), "mean_ulp": weighted("mean_ulp"),
             "correctly_rounded": weighted("correctly_rounded"), "worst_ratio": max(s["worst_ratio"] for s in stats),
-            "non_finite": sum(s["non_finite"] for s in stats)}
+            "non_finite": sum(s["non_finite"] for s in stats), "special_misses": count_of(stats, "special_misses")}
 
 
 def rows(categories: dict, bench: dict | None = None, op: str = OP) -> list[dict]:
@@ -78,7 +80,8 @@ def line(row: dict) -> str:
     """A Markdown table row."""
     cells = (markdown_text(row["kernel"]), row["dtype"], row["values"], row["elements"], shown(row["max_ulp"], ".0f"),
              shown(row["mean_ulp"], ".3f"), shown(row["correctly_rounded"], ".1f", 100),
-             shown_ratio(row["worst_ratio"]), row["non_finite"], shown(row["gbps"], ".0f"),
+             shown_ratio(row["worst_ratio"]), row["non_finite"], shown(row["special_misses"], ".0f"),
+             shown(row["gbps"], ".0f"),
              shown(row["copy_fraction"], ".2f"))
     return "| " + " | ".join(str(c) for c in cells) + " |"
 

@@ -43,6 +43,7 @@ ERROR_FIELDS = {
     "worst_ratio": "largest error-to-bound ratio",
     "violations": "elements beyond their bound (or not the oracle's special value)",
     "non_finite": "elements a NaN or infinity where the exact result is finite, or the reverse",
+    "special_misses": "elements whose result special values decide (NaN rows, zeros at -inf) that are not it",
     "elements": "elements measured",
     "allclose": "whether torch.testing.assert_close's default tolerances accept the output",
     "ulp_histogram": "counts of ULP distances in report.summary.ULP_BUCKETS",

@@ -54,9 +54,17 @@ def _side(records: list[dict], side: str) -> dict:
         "worst_ratio": max((e["worst_ratio"] for e in errors), default=0.0),
         "violations": sum(e["violations"] for e in errors),
         "non_finite": sum(e["non_finite"] for e in errors),
+        "special_misses": count_of(errors, "special_misses"),
         "allclose": sum(bool(e["allclose"]) for e in errors) / len(errors) if errors else 1.0,
         "ulp_histogram": [sum(e["ulp_histogram"][i] for e in errors) for i in range(len(ULP_BUCKETS))],
     }
+
+
+def count_of(errors: list[dict], key: str) -> int | None:
+    """The sum of a count over records; None where a record predates it (last night's, read by the nightly's
+    comparison), so that a table says "-" rather than a 0 nobody counted."""
+    counts = [e.get(key) for e in errors]
+    return None if None in counts else sum(counts)
 
 
 def categorize(records: list[dict]) -> dict[str, dict[str, dict]]:

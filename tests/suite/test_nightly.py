@@ -24,7 +24,7 @@ def nightly_command(out, *options, tests=(STALLED, "-k", "passes")):
 
 def stats(max_ulp, mean_ulp, correctly_rounded, worst_ratio, elements):
     side = {"max_ulp": max_ulp, "mean_ulp": mean_ulp, "correctly_rounded": correctly_rounded,
-            "worst_ratio": worst_ratio, "non_finite": 0}
+            "worst_ratio": worst_ratio, "non_finite": 0, "special_misses": 0}
     return {"records": 1, "elements": elements, "kernel": side, "torch": side}
 
 
@@ -56,7 +56,7 @@ def test_the_league_is_written_with_a_plot_per_dtype(tmp_path):
         "liger": {"batch": {"promised": False, "held": False, "counterexample": "row 0"}}}}, BENCH)
     assert {p.name for p in written} == {"league.md", "league.json", "league_float32.png"}
     text = (tmp_path / "league.md").read_text()
-    assert "| liger | float32 | all | 500 | 85 | 9.000 | 10.0 | 0.9 | 0 | 1500 | 0.70 |" in text
+    assert "| liger | float32 | all | 500 | 85 | 9.000 | 10.0 | 0.9 | 0 | 0 | 1500 | 0.70 |" in text
     assert "liger: batch broken, not promised" in text
     assert (tmp_path / "league_float32.png").stat().st_size > 1000
 
@@ -133,8 +133,8 @@ def test_a_night_merges_only_the_rounds_its_soak_lists_and_a_rerun_is_refused_un
 
 def fixed_record(kernel, values, max_ulp, replay):
     errors = {"elements": 100, "max_ulp": max_ulp, "mean_ulp": max_ulp / 10, "correctly_rounded": 0.5,
-              "max_fractional_ulp": max_ulp, "worst_ratio": 0.5, "violations": 0, "non_finite": 0, "allclose": True,
-              "ulp_histogram": [0] * len(ULP_BUCKETS)}
+              "max_fractional_ulp": max_ulp, "worst_ratio": 0.5, "violations": 0, "non_finite": 0, "special_misses": 0,
+              "allclose": True, "ulp_histogram": [0] * len(ULP_BUCKETS)}
     return {"kernel": kernel, "op": "softmax", "dtype": "float32", "values": values, "inputs": "fixed",
             "replay": replay, "kernel_errors": errors, "torch_errors": errors}
 

@@ -1,4 +1,6 @@
-"""Every command of the README runs as written: the ones CI runs are CI's, this test runs the others."""
+"""The README and the documents it links say what is so: every command runs as written (the ones CI runs are CI's,
+this test runs the others), the README's figures of how long runs take, and of what they count, are
+docs/timings.md's, and the tests docs/bug-classes.md names are where it says."""
 
 import re
 from pathlib import Path
@@ -51,3 +53,57 @@ def test_a_path_outside_the_checkout_is_taken_after_an_equals_sign_as_the_readme
     assert joined.returncode == 0, joined.stdout[-3000:] + joined.stderr[-3000:]
     apart = run_pytest("--collect-only", "-q", "--kernel", "torch", "--accuracy-report", str(outside))
     assert apart.returncode == pytest.ExitCode.USAGE_ERROR and "unrecognized arguments" in apart.stderr, apart.stderr
+
+
+TIMINGS = ROOT / "docs" / "timings.md"
+# A figure of a run: a duration, its CPU-seconds, a count of passed or skipped tests.
+FIGURE = re.compile(r"(?<![\d.])\d+(?: min \d+ s| min| minutes| s| CPU-seconds| passed| skipped)\b")
+COUNTS = re.compile(r'"(\d+ passed, \d+ skipped)"')  # the example run's counts, as pytest says them
+
+
+def figures_citing_timings() -> list[list[str]]:
+    """The figures of each clause (up to a semicolon) of the README's paragraphs that link docs/timings.md: those
+    that state how long a run takes, and what it counts."""
+    paragraphs = re.split(r"\n\s*\n", (ROOT / "README.md").read_text())
+    clauses = [clause for p in paragraphs if "(docs/timings.md)" in p for clause in " ".join(p.split()).split(";")]
+    return [FIGURE.findall(clause) for clause in clauses if FIGURE.search(clause)]
+
+
+def timings_entries() -> list[str]:
+    """docs/timings.md's entries: a top-level item each, one measurement with its date, machine and tree."""
+    return [" ".join(entry.split()) for entry in re.split(r"\n(?=\* )", TIMINGS.read_text())]
+
+
+def recorded(figure: str, entry: str) -> bool:
+    return re.search(rf"(?<![\d.]){re.escape(figure)}\b", entry) is not None
+
+
+def test_the_readmes_timing_figures_are_the_ones_docs_timings_records():
+    """Gate minutes, CPU-seconds and the example run's counts: the figures of each clause of the README are those
+    of one entry of docs/timings.md (dated, with its machine and tree); a README figure no entry holds so has
+    drifted from what was measured."""
+    clauses = figures_citing_timings()
+    figures = [figure for clause in clauses for figure in clause]
+    assert any(f.endswith("CPU-seconds") for f in figures) and any(f.endswith("passed") for f in figures), figures
+    entries = timings_entries()
+    drifted = [clause for clause in clauses if not any(all(recorded(f, entry) for f in clause) for entry in entries)]
+    assert not drifted, f"README figures that no one entry of docs/timings.md records: {drifted}"
+
+
+def test_the_readme_states_the_counts_its_example_run_gives(readme_command):
+    """The README's "N passed, M skipped" of its example kernel are what the run says (docs/timings.md records them)."""
+    stated = COUNTS.findall(" ".join((ROOT / "README.md").read_text().split()))
+    assert len(stated) == 1, stated
+    result = readme_command("python -m pytest -n auto --kernel examples/my_kernels.py:softmax")
+    assert stated[0] in result["stdout"].splitlines()[-1], result["stdout"][-3000:]
+
+
+def test_the_tests_docs_bug_classes_names_are_where_it_says():
+    """Each ``file.py::test`` docs/bug-classes.md names is defined in that file (a file named alone, under tests/)."""
+    text = (ROOT / "docs" / "bug-classes.md").read_text()
+    wrong = []
+    for path, name in set(re.findall(r"`((?:tests/\w+/)?test_\w+\.py)(?:::(test_\w+))?", text)):
+        found = [ROOT / path] if "/" in path else list((ROOT / "tests").glob(f"*/{path}"))
+        if len(found) != 1 or not found[0].is_file() or name and f"def {name}(" not in found[0].read_text():
+            wrong.append(f"{path}::{name}" if name else path)
+    assert not wrong, f"docs/bug-classes.md names tests that are not there: {wrong}"

@@ -489,3 +489,102 @@ def test_a_failure_is_said_when_it_happens_with_its_replay(run_pytest):
     assert said and lines[said[0] + 1].startswith("  replay: python -m harness.replay --kernel specs.mutants:"), \
         result.stdout[-3000:]
     assert said[0] < lines.index(next(line for line in lines if "= FAILURES =" in line)), result.stdout[-3000:]
+
+
+def a_record_missing_special_values() -> dict:
+    """A row of -inf, whose softmax is NaN, given as a uniform row beside a row given right: every miss is a result
+    special values decide, and no element judged by a bound is off (max and mean ULP 0, no NaN or inf)."""
+    from harness.judge import judge_softmax
+    from harness.recording import error_statistics
+    from oracles.call import Call
+    from report.records import record
+    from specs import torch_softmax
+    from specs.operations import SOFTMAX
+
+    x = torch.tensor([[-torch.inf] * 4, [0.0] * 4])
+    y = torch.full((2, 4), 0.25)
+    verdict = judge_softmax(torch_softmax.SPEC, Call(x, -1, SOFTMAX, "cpu"), y, replay="here")
+    return record(inputs="fixed", kernel="k", backend="cpu", device="cpu", op="softmax", dtype="float32",
+                  shape=[2, 4], dim=1, row_length=4, layout="contiguous", values="normal", specials="neg_inf_rows",
+                  profile="p", kernel_errors=error_statistics(verdict.kernel, verdict.exact),
+                  torch_errors=error_statistics(verdict.peer, verdict.exact), oracle_escalated=0, worst=None,
+                  replay="here")
+
+
+def cells_of(header: str, row: str, separator: str = "|") -> dict[str, str]:
+    """A Markdown table's row as {column: cell}."""
+    def split(line):
+        return [cell.strip() for cell in line.strip().strip(separator).split(separator)]
+
+    return dict(zip(split(header), split(row)))
+
+
+def test_special_value_misses_have_a_column_of_their_own_in_every_table(tmp_path):
+    """A row of 0 ULP, mean 0 and 4 violations says what the violations are: results special values decide,
+    missed (issue 48, item 10).  In the report's tables (summary.md, index.html), the league's and the terminal's."""
+    from harness.reporting import category_table
+    from report import league
+    from report.summary import categorize
+
+    record = a_record_missing_special_values()
+    assert {key: record["kernel_errors"][key] for key in ("max_ulp", "violations", "non_finite", "special_misses")} \
+        == {"max_ulp": 0, "violations": 4, "non_finite": 0, "special_misses": 4}
+    categories = categorize([record])
+    run = {"backend": "cpu", "device": "cpu", "profile": "dev", "git_commit": "c", "started": "now", "versions": {}}
+    markdown = artifacts.write_markdown(tmp_path, run, "FAILED", [], categories, [], [], {}, []).read_text()
+    header = next(line for line in markdown.splitlines() if line.startswith("| category |"))
+    row = next(line for line in markdown.splitlines() if line.startswith("| softmax/float32/normal |"))
+    assert cells_of(header, row)["special misses"] == "4" and cells_of(header, row)["violations"] == "4"
+    html = artifacts.write_html(tmp_path, run, "FAILED", [], categories, [], [], [], {}, []).read_text()
+    assert "<th>special misses</th>" in html and "<td>4</td><td>0</td><td>4</td>" in html  # violations, NaN/inf, it
+    league_lines = league.markdown(categories, {})
+    league_header = next(line for line in league_lines if line.startswith("| kernel |"))
+    league_row = next(line for line in league_lines if line.startswith("| k | float32 | all |"))
+    assert cells_of(league_header, league_row)["special misses"] == "4"
+    terminal = category_table(categories)
+    assert terminal[0].split()[-2:] == ["special", "misses"] and terminal[1].split()[-1] == "4"
+
+
+def test_a_league_of_a_report_older_than_the_count_says_it_is_unknown():
+    """A night's categories from before special misses were counted: "-" in the league, not a 0 nobody counted."""
+    from report import league
+
+    side = {"max_ulp": 1, "mean_ulp": 0.1, "correctly_rounded": 0.9, "worst_ratio": 0.2, "non_finite": 0}
+    rows = league.rows({"k": {"softmax/float32/normal": {"records": 1, "elements": 8, "kernel": side, "torch": side}}})
+    assert rows[0]["special_misses"] is None and "| 0 | - |" in league.line(rows[0])
+
+
+class KeptFigures:
+    """matplotlib.pyplot, but its figures kept open for a test to read."""
+
+    def __init__(self, pyplot):
+        self.pyplot, self.figures = pyplot, []
+
+    def subplots(self, *args, **kwargs):
+        figure, axes = self.pyplot.subplots(*args, **kwargs)
+        self.figures.append(figure)
+        return figure, axes
+
+    def close(self, figure):
+        pass
+
+
+def test_each_dtype_has_a_colour_of_its_own_and_the_legend_names_it(tmp_path, monkeypatch):
+    """One kernel in three dtypes: the scatter plots drew every dtype in the kernel's one colour (issue 48, item
+    10)."""
+    from matplotlib.colors import to_hex
+
+    from report.figures import pyplot
+
+    kept = KeptFigures(pyplot())
+    monkeypatch.setattr(artifacts, "pyplot", lambda: kept)
+    records = [{"kernel": "k", "dtype": dtype, "row_length": n, "kernel_errors": {"max_ulp": ulps},
+                "torch_errors": {"max_ulp": 1}}
+               for dtype, ulps in (("float32", 1), ("float16", 2), ("bfloat16", 3)) for n in (100, 4096)]
+    artifacts.plot_scatter(tmp_path, records, "by_row_length.png", lambda r: r["row_length"],
+                           lambda r: r["kernel_errors"]["max_ulp"], "row length", "max ULP", "title")
+    axis = kept.figures[-1].axes[0]
+    colours = {int(points.get_offsets()[0][1]): to_hex(points.get_facecolors()[0]) for points in axis.collections}
+    assert len(set(colours.values())) == 3, colours  # by max ULP: float32 1, float16 2, bfloat16 3
+    legend = {text.get_text() for text in axis.get_legend().get_texts()}
+    assert {"float32", "float16", "bfloat16", "k"} <= legend, legend

@@ -1,6 +1,6 @@
 """The private internals of Triton's interpreter the suite changes still do what harness/triton_internals.py says,
-and the changes cost no bit: a kernel whose helpers patch the language once, and whose dtypes are looked up once,
-computes what it did before."""
+and the changes cost no bit: a kernel whose helpers patch the language once, whose dtypes are looked up once and
+whose sums are watched computes what it did before."""
 
 import inspect
 
@@ -74,9 +74,26 @@ def test_the_same_bits_with_the_interpreters_internals_as_they_were(interpreter,
     if getattr(interpreter.ReduceOps.apply_impl, "folds_by_slices", False):
         monkeypatch.setattr(interpreter.ReduceOps, "apply_impl", interpreter.ReduceOps.apply_impl.original)
     monkeypatch.setattr(interpreter.GridExecutor, "__call__", interpreter.GridExecutor.__call__.original)
+    if getattr(getattr(interpreter.ReduceOps, "sum", None), "watched", False):
+        monkeypatch.setattr(interpreter.ReduceOps, "sum", interpreter.ReduceOps.sum.original)
     original = [host.softmax(x, -1), host.log_softmax(x, -1), host.masked_softmax(x, keep, -1)]
     for a, b in zip(changed, original):
         assert torch.equal(a.view(torch.int16), b.view(torch.int16))
+
+
+def test_each_tl_sum_still_tells_how_wide_it_is(interpreter):
+    """When the interpreter sums elsewhere than ``ReduceOps.sum``, harness/tiling.py sees no sum: watch what does."""
+    from harness import tiling
+    from kernels import rowwise
+
+    if getattr(interpreter.ReduceOps.apply_impl, "folds_by_slices", False):
+        pytest.skip("triton-ascend's interpreter: its sums are not watched (not measured there)")
+    assert getattr(interpreter.ReduceOps.sum, "watched", False), "the cpu backend did not apply the change"
+    x = torch.randn(2, 300)
+    tiling.starting()
+    rowwise.softmax(x, -1)  # one tl.sum a row, over its block padded to 512
+    tiling.ended("rowwise, unguarded", tiling.rows_of("softmax", x, -1))
+    assert tiling.last("rowwise, unguarded") == (["softmax", [2, 300], 1], 512)
 
 
 def test_a_launch_still_runs_its_programs_from_the_grid_executors_call(interpreter):
