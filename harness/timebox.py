@@ -10,9 +10,7 @@ A pytest plugin, loaded by the root conftest, inert without ``--soak-deadline``:
   reports carry ``NOT_RUN``): the round's verdict says it left tests unrun;
 * every test gets an equal share of the round (``--soak-minutes`` times the
   workers, over the tests collected), so that one slow test does not take the
-  round from the others (in a round short against its compiles, tests that
-  start after its end are still skipped, and the round does not say so in its
-  verdict: docs/nightly.md); once its share is spent, the examples left of a Hypothesis test whose body is
+  round from the others; once its share is spent, the examples left of a Hypothesis test whose body is
   :func:`timeboxed` pass at once, without running (Hypothesis needs the same
   choices to give the same outcome, so the strategies are left alone);
 * the examples each test ran ride on its report (:mod:`harness.soak_log`
