@@ -40,6 +40,7 @@ definitions: adding one touches one place (docs/extending.md).
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
@@ -475,8 +476,13 @@ class Values:
 
 def value_classes() -> st.SearchStrategy[Values]:
     """Value classes, with the scales that matter for each: one Hypothesis choice per class (or per branch)."""
+    return _value_classes(tuple(VALUE_CLASSES.values()))
+
+
+@functools.cache  # one strategy per table of classes: a strategy built anew at every draw costs Hypothesis its analysis
+def _value_classes(classes: tuple[ValueClass, ...]) -> st.SearchStrategy[Values]:
     branches: dict[str, list[ValueClass]] = {}
-    for c in VALUE_CLASSES.values():
+    for c in classes:
         branches.setdefault(c.branch or c.name, []).append(c)
     return st.one_of(*(_drawn(group) for group in branches.values()))
 
@@ -559,6 +565,7 @@ SPECIAL_CLASSES = (
 """The special-value classes, in the order a recipe's kind names them; each placed alone by the coverage sweep."""
 
 
+@functools.cache  # built once: see _value_classes
 def special_values() -> st.SearchStrategy[Specials]:
     """Mostly finite rows; otherwise some mix of -inf entries, all -inf rows, +inf and NaN."""
     share = st.sampled_from([0.0, 0.0, 0.01, 0.3])
@@ -596,6 +603,7 @@ class Mask:
 ALL_KEPT = Mask(keep=1.0, empty_rows=0.0)  # the mask of a seam placed in the logits of a masked softmax
 
 
+@functools.cache  # built once: see _value_classes
 def masks() -> st.SearchStrategy[Mask]:
     return st.builds(Mask, keep=st.sampled_from([0.05, 0.5, 0.95, 1.0]), empty_rows=st.sampled_from([0.0, 0.2, 1.0]))
 
@@ -606,6 +614,7 @@ def masks() -> st.SearchStrategy[Mask]:
 ATTENTION_SCALES = tuple(float(np.float32(1 / math.sqrt(d))) for d in (1, 2, 16, 40, 64, 80, 96, 128, 256))
 
 
+@functools.cache  # built once: see _value_classes
 def scales() -> st.SearchStrategy[float]:
     """Scales of a scaled softmax: attention's 1/sqrt(d), or any fp32 number in [2^-12, 1]; shrinks toward 1."""
     return st.one_of(st.sampled_from(ATTENTION_SCALES), st.floats(2.0**-12, 1.0, width=32))
@@ -682,6 +691,7 @@ class Bias:
         return values.movedim(-1, dim).to(dtype).contiguous()
 
 
+@functools.cache  # built once: see _value_classes
 def biases() -> st.SearchStrategy[Bias]:
     """Biases of every kind over every span; shrinks toward small normal values over one row."""
     return st.builds(Bias, kind=st.sampled_from(tuple(BIAS_KINDS)), spans=st.sampled_from(BIAS_SPANS))

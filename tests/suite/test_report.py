@@ -588,3 +588,22 @@ def test_each_dtype_has_a_colour_of_its_own_and_the_legend_names_it(tmp_path, mo
     assert len(set(colours.values())) == 3, colours  # by max ULP: float32 1, float16 2, bfloat16 3
     legend = {text.get_text() for text in axis.get_legend().get_texts()}
     assert {"float32", "float16", "bfloat16", "k"} <= legend, legend
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.float64])
+def test_a_records_allclose_is_torch_testing_assert_closes_verdict(dtype):
+    from harness.recording import allclose
+
+    g = torch.Generator().manual_seed(0)
+    expected = (torch.randn(64, 64, generator=g, dtype=torch.float64) * 10.0 ** torch.randint(
+        -8, 3, (64, 64), generator=g)).to(dtype)
+    expected[0, :4] = torch.tensor([float("nan"), float("inf"), float("-inf"), 0.0], dtype=dtype)
+    for relative in (0.0, 1e-8, 1e-6, 1e-4, 1e-3, 2e-2):
+        for atol_scale in (0.0, 5e-6, 2e-5):
+            actual = (expected.double() * (1 + relative) + atol_scale).to(dtype)
+            try:
+                torch.testing.assert_close(actual, expected, equal_nan=True)
+                passes = True
+            except AssertionError:
+                passes = False
+            assert allclose(actual, expected) == passes, (dtype, relative, atol_scale)
