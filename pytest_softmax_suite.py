@@ -28,7 +28,7 @@ OPTIONS = frozenset({
     "--accuracy-report", "--accuracy-baseline", "--update-baseline", "--prune-baseline", "--require-baseline",
     "--soak-seed", "--call-timeout",  # harness/session.py
     "--replay-example", "--shard", "--test-durations", "--record-durations",  # seeding, sharding, scheduling
-    "--soak-deadline", "--soak-minutes", "--soak-log", "--progress-every",  # harness/timebox.py
+    "--soak-deadline", "--soak-minutes", "--soak-examples-per-test", "--soak-log", "--progress-every",  # timebox, soak_log
 })
 FUNCTION = "FUNCTION"  # what stands for a kernel's function where a file was named without it
 

@@ -100,6 +100,8 @@ def main(argv: list[str] | None = None) -> int:
                              "without it, such an OUT is refused")
     parser.add_argument("--parallel", type=soak.positive_count, default=1, metavar="P",
                         help="the soak's rounds at once, each with its own seed (python -m harness.soak --parallel)")
+    parser.add_argument("--examples-per-test", type=soak.positive_count, metavar="N",
+                        help="N examples for every test of a round, not equal time (python -m harness.soak)")
     args = parser.parse_args(ours)
     if args.merge_shards:
         return merged_night(args)
@@ -112,8 +114,9 @@ def main(argv: list[str] | None = None) -> int:
         pytest_args = ["--kernel", "all", *pytest_args]
     with soak.Interruption().handled() as interruption:
         resume = ["--resume"] if args.resume else []
+        per_test = ["--examples-per-test", str(args.examples_per_test)] if args.examples_per_test else []
         soak.main(["--minutes", str(args.minutes), "--out", str(args.out / "soak"), "--parallel", str(args.parallel),
-                   *resume, "--", *pytest_args],
+                   *per_test, *resume, "--", *pytest_args],
                   interruption)
         return night(args, interruption)
 

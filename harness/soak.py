@@ -21,7 +21,9 @@ and nothing failed, the verdict is INCOMPLETE and the exit status 3.
 
 Seed shards.  A round is parallel over tests: with fewer tests than workers, the
 workers left idle.  ``--parallel P`` runs P rounds at once, each with its own seed
-(give each ``-n W/P``): the examples a minute grow with the workers.  ``soak.md``
+(give each ``-n W/P``): the examples a minute grow with the workers.  Every test
+gets an equal share of a round's time; ``--examples-per-test N`` gives each N
+examples instead, so that a slow kernel is searched as deep as a fast one.  ``soak.md``
 says per kernel the tests run, examples, elements judged and test-seconds.
 
 An ``OUT`` that holds rounds of an earlier run is refused (a usage error, exit
@@ -183,6 +185,7 @@ def run_round(number: int, args: argparse.Namespace, pytest_args: list[str], dea
                # option=value: pytest finds its rootdir before it knows the suite's options, and would take a
                # folder given as a separate argument, outside the checkout, for the tests' own
                f"--soak-log={directory / 'soak-log.json'}", f"--accuracy-report={directory}",
+               *([f"--soak-examples-per-test={args.examples_per_test}"] if args.examples_per_test else []),
                *pytest_args]
     started = time.time()
     with open(directory / "pytest.log", "w") as log:
@@ -386,6 +389,10 @@ def main(argv: list[str] | None = None, interruption: Interruption | None = None
     parser.add_argument("--resume", action="store_true",
                         help="add rounds to those OUT holds from an earlier run (their summary lists them all); "
                              "without it, such an OUT is refused")
+    parser.add_argument("--examples-per-test", type=positive_count, metavar="N",
+                        help="every Hypothesis test of a round runs N examples (its fixed inputs among them), the "
+                             "round's end its only time limit: equal examples per kernel, not equal time "
+                             "(default: equal shares of the round's time)")
     parser.add_argument("--parallel", type=positive_count, default=1, metavar="P",
                         help="run P rounds at once, each with its own seed (seed shards): where the tests are fewer "
                              "than the workers, P rounds of -n W/P keep all W busy (default 1)")

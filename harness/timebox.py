@@ -13,6 +13,8 @@ A pytest plugin, loaded by the root conftest, inert without ``--soak-deadline``:
   round from the others; once its share is spent, the examples left of a Hypothesis test whose body is
   :func:`timeboxed` pass at once, without running (Hypothesis needs the same
   choices to give the same outcome, so the strategies are left alone);
+  with ``--soak-examples-per-test N`` a test ends after N examples instead,
+  the round's end its only time limit: kernels get equal depth, not equal time;
 * the examples each test ran ride on its report (:mod:`harness.soak_log`
   writes them down).
 """
@@ -20,6 +22,7 @@ A pytest plugin, loaded by the root conftest, inert without ``--soak-deadline``:
 from __future__ import annotations
 
 import functools
+import math
 import os
 import sys
 import time
@@ -38,6 +41,7 @@ _progress: Progress | None = None  # progress lines of long tests, when asked fo
 _test_deadline: float | None = None  # the running test's end of share (this process)
 _ran = 0  # examples the running test ran
 _failed = False  # whether one of them failed: Hypothesis then replays it, and must see it fail again
+_examples_cap: int | None = None  # with --soak-examples-per-test: the examples each test runs (this process)
 _cut = False  # whether the running test's share ended with examples left, which then passed without running
 
 
@@ -65,7 +69,8 @@ def timeboxed(test):
     @functools.wraps(test)
     def body(*args, **kwargs):
         global _ran, _failed, _cut
-        if _test_deadline is not None and _ran and not _failed and time.time() >= _test_deadline:
+        if _test_deadline is not None and _ran and not _failed and (
+                time.time() >= _test_deadline or _examples_cap is not None and _ran >= _examples_cap):
             _cut = True
             return None
         calls.set_example(kwargs)  # for the breadcrumbs and messages of the kernel calls it makes
@@ -123,12 +128,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--soak-minutes", type=float, metavar="M",
                     help="soak: minutes of a round, shared by the tests, counted from the end of collection "
                          "(they move --soak-deadline by the start-up time)")
+    group.addoption("--soak-examples-per-test", type=int, metavar="N",
+                    help="soak: every Hypothesis test runs N examples (its fixed inputs among them), the round's end "
+                         "its only time limit: kernels get equal numbers of examples, not equal shares of time")
     group.addoption("--progress-every", type=float, default=30.0, metavar="SECONDS",
                     help="with -v or the nightly profile: a line per long Hypothesis test every SECONDS (default 30)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    global _progress
+    global _progress, _examples_cap
+    _examples_cap = config.getoption("soak_examples_per_test")
     if config.option.verbose > 0 or session_of(config).draws.profile == "nightly":
         _progress = Progress(config.pluginmanager.getplugin("capturemanager"), config.getoption("progress_every"))
 
@@ -144,7 +153,8 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     deadline, minutes = config.getoption("soak_deadline"), config.getoption("soak_minutes")
     if deadline is not None:
         workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
-        config.stash[SHARE] = per_test_seconds(minutes or 1.0, workers, len(items))
+        cap = config.getoption("soak_examples_per_test")
+        config.stash[SHARE] = math.inf if cap else per_test_seconds(minutes or 1.0, workers, len(items))
         config.stash[ROUND_END] = time.time() + minutes * 60 if minutes else deadline
     return result
 

@@ -272,3 +272,14 @@ def test_parallel_rounds_run_at_once_each_with_its_seed_and_say_each_kernels_dep
     assert time.time() - started < 0.25 * 60 + 60 * len(rounds) / 2, result.stdout
     text = (tmp_path / "soak.md").read_text()
     assert f"| torch | {len(rounds)} | 0 | 0 |" in text, text
+
+
+def test_examples_per_test_gives_every_test_that_many_examples_whatever_its_share_of_time(tmp_path):
+    """The planted scenario's slow test (0.05 s an example) runs its 180 examples (9 s), though its share of a 12 s
+    round (6 s: two tests, one worker) would end it near 120; the quick one runs 180 too."""
+    result = subprocess.run(soak_command(tmp_path, "--minutes", "0.2", "--examples-per-test", "180",
+                                         tests=[SCENARIO, "-k", "slow or value"]),
+                            cwd=ROOT, env=driver_env(), capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    ran = json.loads((tmp_path / "soak.json").read_text())["rounds"][0]["examples_per_test"]
+    assert ran[f"{SCENARIO}::test_slow_examples"] == 180 and ran[f"{SCENARIO}::test_planted_value"] == 180, ran
