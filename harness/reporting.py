@@ -38,7 +38,7 @@ from report import artifacts, baseline, invariances, known
 from report.summary import INTERPRETER_BF16, categorize, interpreter_truncates_bf16, shown
 from report.text import CONTROL, printable
 
-from . import calls, failures, invariance, payload, pinning, seeding, sharding
+from . import calls, failures, invariance, payload, pinning, seeding, sharding, timebox
 from .known import FIXED, KNOWN
 from .session import session_of
 
@@ -212,6 +212,7 @@ class Gatherer:
         self.failures: list[dict] = []  # test, headline, replay command
         self.known: list[dict] = []  # failures a known finding explains: test, kernel, findings (specs/known_findings.py)
         self.fixed: list[dict] = []  # known findings whose test passed: test, kernel, findings (failures too)
+        self.not_run: set[str] = set()  # tests a soak round's time box ended before they started
         self.passed = 0
         self.interrupted = False
         self.nothing_tested = False  # every test it ran was skipped: no pass (exit status 5)
@@ -266,6 +267,9 @@ class Gatherer:
                 kept.append({"test": report.nodeid, "kernel": kernel, "findings": getattr(report, attribute)})
         if getattr(report, KNOWN, None):
             self.outcomes[report.nodeid] = "known"
+        if getattr(report, timebox.NOT_RUN, False):
+            self.not_run.add(report.nodeid)
+            self.outcomes[report.nodeid] = "not run"
         if report.skipped:
             self.skipped.add(report.nodeid)
             self.outcomes.setdefault(report.nodeid, "skipped")
@@ -318,7 +322,7 @@ class Gatherer:
             gate = baseline.table(self.findings, only_failures=False)
             gated = None if run.gate is None or run.gate.update else run.gate.path
             verdict = artifacts.verdict(self.passed, self.failures, self.findings, gated, self.interrupted,
-                                        self.failures_counted())
+                                        self.failures_counted(), len(self.not_run))
             self.written += artifacts.write_all(run.report, metadata, verdict, self.failures, self.categories,
                                                 self.records, self.missing, gate, self.invariances,
                                                 self.outcomes, self.in_progress)
@@ -390,6 +394,9 @@ class Gatherer:
             for entry in self.known + self.fixed:
                 state = "known" if entry in self.known else "FIXED"
                 write(f"{state}: {entry['test']}: {', '.join(entry['findings'])}")
+        if self.not_run:
+            terminalreporter.write_sep("-", f"NOT RUN: {len(self.not_run)} test(s): the soak round's time box ended "
+                                       "before they started", yellow=True)
         if self.interrupted:
             terminalreporter.write_sep("-", "INTERRUPTED: the run did not finish; no verdict", red=True)
             for call in self.in_progress:

@@ -85,17 +85,19 @@ def failure(test: str, when: str, text: str, replay: str | None = None) -> dict:
 
 
 def verdict(passed: int, failures: list[dict], findings: list, baseline: Path | None,
-            interrupted: bool = False, known: str = "") -> str:
+            interrupted: bool = False, known: str = "", not_run: int = 0) -> str:
     """The report's first line: did the run pass, and what did the gate say; ``known``: the failures counted as new
-    and known (:func:`report.known.counted`), where a known finding failed or was fixed."""
+    and known (:func:`report.known.counted`), where a known finding failed or was fixed; ``not_run``: the tests a
+    soak round's time box ended before they started (INCOMPLETE, where nothing failed)."""
     failing = sum(f.fails for f in findings)
     gate = ("no baseline given" if baseline is None else
             f"{failing} regression(s) against {baseline.name}" if failing else
             "no verdict (the run was interrupted)" if interrupted else f"no regression against {baseline.name}")
     word = ("FAILED" if failures or failing else "INTERRUPTED" if interrupted else
-            "NOTHING TESTED" if not passed else "PASSED")
+            "NOTHING TESTED" if not passed else "INCOMPLETE" if not_run else "PASSED")
     counted = f" ({known})" if known else ""
-    return f"{word}: {passed} test(s) passed, {len(failures)} failed{counted}; accuracy gate: {gate}"
+    unrun = f", {not_run} not run (the time box ended before they started)" if not_run else ""
+    return f"{word}: {passed} test(s) passed, {len(failures)} failed{counted}{unrun}; accuracy gate: {gate}"
 
 
 def slug(text: str) -> str:

@@ -16,8 +16,8 @@ both judged, since statistics of other inputs say nothing of a kernel:
 
 Two reports that have nothing to compare (no input judged alike, or a run that died before it wrote its report)
 are refused with what each drew and what would compare.  A report whose run did not run to its end (its
-verdict, or a round's of a night, FAILED or INTERRUPTED: a failed or erred test ends its examples, ``-x`` the
-run) judged only the inputs it reached, so its numbers can look better than a whole run's: the comparison says
+verdict, or a round's of a night, FAILED, INTERRUPTED, or INCOMPLETE: tests a time box left unrun; a failed or
+erred test ends its examples, ``-x`` the run) judged only the inputs it reached, so its numbers can look better than a whole run's: the comparison says
 so before anything else and shows no improvement between the two; regressions are shown and still count.
 """
 
@@ -34,7 +34,7 @@ from .text import printable
 FIXED = "fixed"  # a record's "inputs" for an input every run draws alike
 GATE_PROFILE = baseline.PROFILE  # the pinned profile a run is told to rerun with when neither report gives one
 # A verdict's parts saying that a run stopped before its end; a night's verdict joins its rounds' with "; ".
-STOPPED = re.compile(r"(?:^|; )((?:FAILED|INTERRUPTED)\b[^;]*)")
+STOPPED = re.compile(r"(?:^|; )((?:FAILED|INTERRUPTED|INCOMPLETE)\b[^;]*)")  # INCOMPLETE: tests left unrun
 SECTIONS = (("regressed", ("regressed", "disappeared", "lost")), ("improved", ("improved", "gained")),
             ("new", ("new", "not gated")))
 

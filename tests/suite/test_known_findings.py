@@ -92,6 +92,8 @@ def test_a_soak_that_left_tests_unrun_in_every_round_is_incomplete(tmp_path):
     text = (tmp_path / "soak.md").read_text()
     assert "**INCOMPLETE** 1 test(s) not run in any of 1 round(s)" in text, text
     assert re.search(r"round 1: NOT RUN \(the time box ended before they started\): .*test_known_bug", text)
+    report = json.loads((tmp_path / "round-1" / "accuracy.json").read_text())
+    assert report["verdict"].startswith("INCOMPLETE: 1 test(s) passed, 0 failed, 1 not run"), report["verdict"]
 
 
 def test_an_entry_applies_to_the_tests_of_its_kernel_operation_dtype_and_special_case_only(monkeypatch):
