@@ -1,13 +1,20 @@
-"""Known findings (``specs/known_findings.py``) applied to a run's test reports, as a pytest plugin.
+"""Known findings (``specs/known_findings.py``) applied to a run's tests, as a pytest plugin.
 
-* A test's call that failed, each of whose failures (one, or Hypothesis's
-  distinct failures) matches the signature of an entry for that kernel, test,
-  operation and dtype, is a known failure: its report becomes pytest's xfailed
-  with the finding as its reason (``wasxfail``), and carries the findings
-  (``KNOWN``) to the controller, which counts them apart from new failures.
-* A test's call that passed, although an entry for it says that every run's
-  fixed inputs show its bug, having run all of them (no soak time box ended its
-  examples), fails as FIXED (``FIXED``): as a strict xfail's unexpected pass.
+* In a Hypothesis test's body (:func:`harness.timebox.timeboxed`), a failure
+  each of whose parts matches the signature of an entry for that kernel, test,
+  operation, dtype and special case is absorbed (:func:`absorbs`): that example
+  passes, so that Hypothesis searches on (a failure would end the search, and
+  hide a new bug of the same test behind the known one) and nothing known is
+  kept in the example database; any other failure fails the test as new.
+* A test whose call absorbed known failures and passed, or failed only with
+  known failures (a test without a Hypothesis body), is a known failure: its
+  report becomes pytest's xfailed with the finding as its reason (``wasxfail``)
+  and carries the findings (``KNOWN``) to the controller, which counts them
+  apart from new failures.
+* A test's call that passed without a known failure, although an entry for it
+  says that every run's fixed inputs show its bug, having run all of them (no
+  soak time box or examples cap ended its examples, no ``--replay-example``),
+  fails as FIXED (``FIXED``): as a strict xfail's unexpected pass.
 
 Only entries about the installed version of their library apply.
 """
@@ -22,19 +29,25 @@ import pytest
 
 from report.known import label
 
-from . import timebox
+from . import payload
 
 KNOWN = "softmax_known"  # the report attribute listing the findings a known failure matched
 FIXED = "softmax_fixed"  # the report attribute listing the findings whose test passed
+CUT_SHORT = "cut_short"  # the payload kind saying that a soak's time box or examples cap ended a test's examples
+_entries: list = []  # the known findings of the test this process runs
+_absorbed: list = []  # those that explained failures its body absorbed
 
 
 @functools.cache
 def installed(distribution: str, version: str) -> bool:
-    """Whether ``distribution`` is installed at ``version`` (or a version starting so)."""
+    """Whether ``distribution`` is installed at ``version``: that version, or one of the versions ``version`` ends
+    with a dot to stand for ("2.11." for 2.11.0, 2.11.1+cu130, ...; "" for any)."""
     try:
-        return importlib.metadata.version(distribution).startswith(version)
+        found = importlib.metadata.version(distribution)
     except importlib.metadata.PackageNotFoundError:
         return False
+    return found == version or found.split("+")[0] == version or (version == "" or version.endswith(".")) and \
+        found.startswith(version)
 
 
 def test_id_parts(item: pytest.Item) -> tuple[str | None, str, str | None, str | None, str | None]:
@@ -76,6 +89,30 @@ def matched(entries: list, error: BaseException) -> list:
     return found
 
 
+def absorbs(error: BaseException) -> bool:
+    """Whether ``error``, raised in the running test's Hypothesis body, is a known finding's failure; if so, noted
+    for its report, and the body passes that example."""
+    found = matched(_entries, error) if _entries else []
+    _absorbed.extend(entry for entry in found if entry not in _absorbed)
+    return bool(found)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item: pytest.Item):
+    global _entries, _absorbed
+    _entries, _absorbed = entries_for(item), []
+    try:
+        yield
+    finally:
+        _entries = []
+
+
+def mark_known(report: pytest.TestReport, known: list) -> None:
+    report.outcome = "skipped"
+    report.wasxfail = "known finding: " + "; ".join(entry.finding for entry in known)
+    setattr(report, KNOWN, [label(entry.finding) for entry in known])
+
+
 @pytest.hookimpl(hookwrapper=True, tryfirst=True)  # outermost: the report as the other plugins left it
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     outcome = yield
@@ -84,12 +121,11 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     if not entries:
         return
     if report.failed and call.excinfo is not None:
-        known = matched(entries, call.excinfo.value)
-        if known:
-            report.outcome = "skipped"
-            report.wasxfail = "known finding: " + "; ".join(entry.finding for entry in known)
-            setattr(report, KNOWN, [label(entry.finding) for entry in known])
-    elif report.passed and not timebox.cut_short():
+        if known := matched(entries, call.excinfo.value):
+            mark_known(report, known)
+    elif report.passed and _absorbed:
+        mark_known(report, list(_absorbed))
+    elif report.passed and not any(payload.of(report, CUT_SHORT)) and not item.config.getoption("replay_example"):
         fixed = [entry for entry in entries if entry.every_run]
         if fixed:
             report.outcome = "failed"

@@ -50,7 +50,7 @@ import json
 import sys
 from pathlib import Path
 
-from report import comparison, known, league
+from report import comparison, league
 from report import merge as shards
 from report.invariances import combine
 from report.summary import categorize
@@ -163,7 +163,8 @@ def merged_night(args: argparse.Namespace) -> int:
                     f"{'regressed' if regressed else 'no regression'} against `{args.previous}`")
         failed = sorted(label for label, verdict in verdicts.items() if verdict != "PASSED")
         soaked = f"soaks of shard(s) {', '.join(failed)} did not pass" if failed else "every shard's soak passed"
-        return f"**{word}**: {len(reports)} shard nights merged, {soaked}; {compared}"
+        failures = soak.counted_failures([r for f in args.merge_shards for r in soak.read_summary(f / "soak")["rounds"]])
+        return f"**{word}**: {failures}; {len(reports)} shard nights merged, {soaked}; {compared}"
 
     return write_night(args, [r.document for r in reports], worst_verdict(verdicts.values()),
                        ["## Shards", "", *listed, ""], soak.Interruption(), merged_headline,
@@ -221,10 +222,7 @@ def headline(word: str, interruption: soak.Interruption, summary: dict, reports:
                 "nothing to compare" if not reports else
                 f"{'regressed' if regressed else 'no regression'} against `{args.previous}`")
     by = f" by {interruption.signal.name}" if interruption.signal else ""
-    rounds = summary["rounds"]
-    failures = known.counted(sum(r["failed"] + r["error"] for r in rounds),
-                             [k for r in rounds for k in r.get("known_failures", [])])
-    return f"**{word}**{by}: {failures}; {soaked}; `soak/soak.md`); {compared}"
+    return f"**{word}**{by}: {soak.counted_failures(summary['rounds'])}; {soaked}; `soak/soak.md`); {compared}"
 
 
 if __name__ == "__main__":

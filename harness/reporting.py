@@ -322,10 +322,10 @@ class Gatherer:
             gate = baseline.table(self.findings, only_failures=False)
             gated = None if run.gate is None or run.gate.update else run.gate.path
             verdict = artifacts.verdict(self.passed, self.failures, self.findings, gated, self.interrupted,
-                                        self.failures_counted(), len(self.not_run))
+                                        known=self.known, fixed=self.fixed, not_run=len(self.not_run))
             self.written += artifacts.write_all(run.report, metadata, verdict, self.failures, self.categories,
                                                 self.records, self.missing, gate, self.invariances,
-                                                self.outcomes, self.in_progress)
+                                                self.outcomes, self.in_progress, known=self.known, fixed=self.fixed)
 
     def failures_counted(self) -> str:
         """"0 new, 5 known (...)" where a known finding failed or was fixed in this run; else empty."""

@@ -210,7 +210,9 @@ def run_round(number: int, args: argparse.Namespace, pytest_args: list[str], dea
                          for test, t in sorted(tests.items()) if t["outcome"] in ("failed", "error")],
             "known_failures": [{"test": test, "kernel": t.get("kernel"), "findings": t["findings"]}
                                for test, t in sorted(tests.items()) if t["outcome"] == "known"],
-            "tests_run": sorted(test for test, t in tests.items() if t["outcome"] not in ("skipped", "not run")),
+            "fixed_findings": [{"test": test, "kernel": t.get("kernel"), "findings": t["fixed"]}
+                               for test, t in sorted(tests.items()) if t.get("fixed")],
+            "tests_reached": sorted(test for test, t in tests.items() if t["outcome"] != "not run"),
             "tests_not_run": sorted(test for test, t in tests.items() if t["outcome"] == "not run"),
             "replay": f"SOFTMAX_SUITE_EXAMPLES={shlex.quote(env['SOFTMAX_SUITE_EXAMPLES'])} " + shlex.join(
                 [sys.executable, "-m", "pytest", "--hypothesis-profile", "nightly", f"--soak-seed={round_seed}",
@@ -267,8 +269,8 @@ def verdict(rounds: list[dict], interrupted: signal.Signals | None) -> tuple[str
         return "INTERRUPTED", (f"by {interrupted.name} after {len(rounds)} round(s), listed below with what they "
                                "ran: not a verdict on the time box")
     failed = sum(bool(r["failed"] or r["error"]) for r in rounds)
-    knowns = [k for r in rounds for k in r.get("known_failures", [])]
-    failures = f"failures: {known.counted(sum(r['failed'] + r['error'] for r in rounds), knowns)}" if knowns else ""
+    failures = f"failures: {counted_failures(rounds)}" if any(
+        r.get("known_failures") or r.get("fixed_findings") for r in rounds) else ""
     if failed:
         return "FAILED", f"{failed} of {len(rounds)} round(s) failed or erred" + (f"; {failures}" if failures else "")
     unrun = never_run(rounds)
@@ -279,10 +281,18 @@ def verdict(rounds: list[dict], interrupted: signal.Signals | None) -> tuple[str
     return "PASSED", f"{len(rounds)} round(s), {failures or 'nothing failed or erred'}{fewest_examples(rounds)}"
 
 
+def counted_failures(rounds: list[dict]) -> str:
+    """"1 new, 5 known (...), 1 fixed (...)": the rounds' failures, known findings' and fixed ones apart."""
+    fixed = [f for r in rounds for f in r.get("fixed_findings", [])]
+    return known.counted(sum(r["failed"] + r["error"] for r in rounds) - len(fixed),
+                         [k for r in rounds for k in r.get("known_failures", [])], fixed)
+
+
 def never_run(rounds: list[dict]) -> list[str]:
-    """The tests that a round's time box ended before they started, in every round that collected them."""
-    ran = {test for r in rounds for test in r.get("tests_run", [])}
-    return sorted({test for r in rounds for test in r.get("tests_not_run", [])} - ran)
+    """The tests that a round's time box ended before they started, in every round that collected them (a test
+    that a round reached, and that skipped itself there, was run)."""
+    reached = {test for r in rounds for test in r.get("tests_reached", [])}
+    return sorted({test for r in rounds for test in r.get("tests_not_run", [])} - reached)
 
 
 def fewest_examples(rounds: list[dict]) -> str:

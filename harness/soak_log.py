@@ -3,7 +3,8 @@
 Per test: its outcome (passed, failed, error, skipped, ``not run`` where the
 round's time box ended before it started, ``known`` where a known finding
 explains its failure, :mod:`harness.known`), its duration, the examples it ran,
-its failure's report and the findings it is known by.
+its failure's report and the findings it is known by (or, failed as FIXED, the
+findings fixed).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from . import payload, timebox
-from .known import KNOWN
+from .known import FIXED, KNOWN
 from .reporting import KERNEL
 
 
@@ -44,6 +45,8 @@ class SoakLog:
         if report.failed:
             entry["outcome"] = "failed" if report.when == "call" else "error"
             entry["failure"] = report.longreprtext
+            if getattr(report, FIXED, None):
+                entry["fixed"] = getattr(report, FIXED)
         elif getattr(report, KNOWN, None):
             entry.update(outcome="known", findings=getattr(report, KNOWN))
         elif report.skipped and entry["outcome"] == "started":

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import pytest
 from hypothesis.errors import UnsatisfiedAssumption
 
-from . import calls, payload
+from . import calls, known, payload
 from .failures import name_example
 from .seeding import pin_seed
 from .session import session_of
@@ -43,12 +43,6 @@ _ran = 0  # examples the running test ran
 _failed = False  # whether one of them failed: Hypothesis then replays it, and must see it fail again
 _examples_cap: int | None = None  # with --soak-examples-per-test: the examples each test runs (this process)
 _cut = False  # whether the running test's share ended with examples left, which then passed without running
-
-
-def cut_short() -> bool:
-    """Whether the last test this process ran had examples left when its share of the round ended: they passed
-    without running, the fixed inputs among them too."""
-    return _cut
 
 
 def in_time_box() -> bool:
@@ -79,9 +73,11 @@ def timeboxed(test):
         except UnsatisfiedAssumption:
             raise
         except BaseException as error:
-            _failed = True
-            name_example(error, kwargs)
-            raise
+            if not known.absorbs(error):
+                _failed = True
+                name_example(error, kwargs)
+                raise
+            result = None  # a known finding's failure: counted apart, and the search goes on (harness/known.py)
         _ran += 1
         if _progress is not None:
             _progress.tick(_ran)
@@ -190,4 +186,5 @@ def pytest_runtest_call(item: pytest.Item):
         yield
     finally:
         payload.add(item, EXAMPLES, _ran)
+        payload.add(item, known.CUT_SHORT, _cut)
         _test_deadline = None

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from . import baseline
 from . import invariances as invariance_table
+from . import known as known_failures
 from . import league
 from .files import replace_file, write_text
 from .figures import pyplot
@@ -84,18 +85,18 @@ def failure(test: str, when: str, text: str, replay: str | None = None) -> dict:
     return {"test": test, "when": when, "headline": (said or lines or [""])[0][:400], "replay": replay}
 
 
-def verdict(passed: int, failures: list[dict], findings: list, baseline: Path | None,
-            interrupted: bool = False, known: str = "", not_run: int = 0) -> str:
-    """The report's first line: did the run pass, and what did the gate say; ``known``: the failures counted as new
-    and known (:func:`report.known.counted`), where a known finding failed or was fixed; ``not_run``: the tests a
-    soak round's time box ended before they started (INCOMPLETE, where nothing failed)."""
+def verdict(passed: int, failures: list[dict], findings: list, baseline: Path | None, interrupted: bool = False, *,
+            known: list[dict] = (), fixed: list[dict] = (), not_run: int = 0) -> str:
+    """The report's first line: did the run pass, and what did the gate say.  ``known``: the failures a known
+    finding explains, ``fixed``: the known findings whose test passed (failures too), each ``{"test", "kernel",
+    "findings"}``; ``not_run``: the tests a soak round's time box ended before they started."""
     failing = sum(f.fails for f in findings)
     gate = ("no baseline given" if baseline is None else
             f"{failing} regression(s) against {baseline.name}" if failing else
             "no verdict (the run was interrupted)" if interrupted else f"no regression against {baseline.name}")
     word = ("FAILED" if failures or failing else "INTERRUPTED" if interrupted else
-            "NOTHING TESTED" if not passed else "INCOMPLETE" if not_run else "PASSED")
-    counted = f" ({known})" if known else ""
+            "NOTHING TESTED" if not (passed or known) else "INCOMPLETE" if not_run else "PASSED")
+    counted = f" ({known_failures.counted(len(failures) - len(fixed), known, fixed)})" if known or fixed else ""
     unrun = f", {not_run} not run (the time box ended before they started)" if not_run else ""
     return f"{word}: {passed} test(s) passed, {len(failures)} failed{counted}{unrun}; accuracy gate: {gate}"
 
@@ -105,10 +106,11 @@ def slug(text: str) -> str:
 
 
 def write_json(directory: Path, run: dict, verdict_line: str, failures: list[dict], categories: dict,
-               records: list, missing: list, invariances: dict, outcomes: dict, in_progress: list) -> Path:
+               records: list, missing: list, invariances: dict, outcomes: dict, in_progress: list,
+               known: dict) -> Path:
     document = {"schema_version": SCHEMA_VERSION, "run": run, "verdict": verdict_line, "failures": failures,
                 "categories": categories, "invariances": invariances, "missing_records": missing,
-                "tests": outcomes, "in_progress": in_progress, "records": records}
+                "tests": outcomes, "in_progress": in_progress, "records": records, **known}
     return write_text(directory / "accuracy.json", json.dumps(document, indent=1, sort_keys=True) + "\n")
 
 
@@ -298,7 +300,8 @@ def gate_table(lines: list[str]) -> str:
 
 def write_all(directory: Path, run: dict, verdict_line: str, failures: list[dict], categories: dict, records: list,
               missing: list, gate: list[str], invariances: dict, outcomes: dict | None = None,
-              in_progress: list | None = None) -> list[Path]:
+              in_progress: list | None = None, known: list[dict] = (), fixed: list[dict] = ()) -> list[Path]:
+    """The report's files; ``known`` and ``fixed`` (:func:`verdict`'s) go into accuracy.json, for a shard merge."""
     in_progress = in_progress or []
     images = []
     if records:
@@ -312,7 +315,7 @@ def write_all(directory: Path, run: dict, verdict_line: str, failures: list[dict
                          "kernel max ULP", "Kernel against torch, per input", diagonal=True),
         ]
     return [write_json(directory, run, verdict_line, failures, categories, records, missing, invariances,
-                       outcomes or {}, in_progress),
+                       outcomes or {}, in_progress, {"known": list(known), "fixed": list(fixed)}),
             write_markdown(directory, run, verdict_line, failures, categories, missing, gate, invariances, in_progress),
             *images,
             write_html(directory, run, verdict_line, failures, categories, missing, gate, images, invariances,

@@ -239,6 +239,8 @@ class Merged:
     tests: dict  # test id -> outcome
     failures: list
     missing: list
+    known: list  # failures a known finding explains ({"test", "kernel", "findings"})
+    fixed: list  # known findings whose test passed
 
     @property
     def ran(self) -> set[str]:
@@ -259,7 +261,9 @@ def merge(reports: list[ShardReport]) -> Merged:
                   invariances=invariances.combine(entries),
                   tests={test: outcome for r in reports for test, outcome in r.document["tests"].items()},
                   failures=[failure for r in reports for failure in r.document["failures"]],
-                  missing=sorted({test for r in reports for test in r.document.get("missing_records", [])}))
+                  missing=sorted({test for r in reports for test in r.document.get("missing_records", [])}),
+                  known=[k for r in reports for k in r.document.get("known", [])],
+                  fixed=[k for r in reports for k in r.document.get("fixed", [])])
 
 
 def gate_lines(findings: list, unjudged: dict[str, str], measured: set[str], path: Path, require: bool) -> list[str]:
@@ -304,7 +308,9 @@ def main(out: Path, folders: list[Path], baseline_option: str | None = None, req
         return REFUSED
     findings, unjudged = baseline.judge(reference, merged.categories, invariances.held(merged.invariances), merged.ran,
                               merged.run) if reference else ([], {})
-    verdict = artifacts.verdict(merged.passed, merged.failures, findings, path)
+    not_run = sum(outcome == "not run" for outcome in merged.tests.values())
+    verdict = artifacts.verdict(merged.passed, merged.failures, findings, path, known=merged.known,
+                                fixed=merged.fixed, not_run=not_run)
     for failure in merged.failures:
         print(printable(f"failed: {failure['test']} ({failure['when']}): {failure['headline']}"))
     if reference:
@@ -312,9 +318,9 @@ def main(out: Path, folders: list[Path], baseline_option: str | None = None, req
             print(printable(line))
     written = artifacts.write_all(out, merged.run, verdict, merged.failures, merged.categories, merged.records,
                                   merged.missing, baseline.table(findings, only_failures=False), merged.invariances,
-                                  merged.tests)
+                                  merged.tests, known=merged.known, fixed=merged.fixed)
     for file in written:
         print(f"accuracy report: wrote {file}")
     print(f"merged {len(reports)} shard(s) of {reports[0].shard.count}: {verdict}")
     failing = merged.failures or any(f.fails or require and f.verdict == "not gated" for f in findings)
-    return 1 if failing else 0 if merged.passed else NOTHING_TESTED
+    return 1 if failing else 0 if merged.passed or merged.known else NOTHING_TESTED

@@ -1,6 +1,7 @@
 """Known findings: a failure an entry of specs/known_findings.py explains is known, any other is new, and a known
 finding whose test passes fails as fixed, in a run's verdict, a soak's and a nightly's."""
 
+import importlib.metadata
 import json
 import re
 import subprocess
@@ -11,6 +12,7 @@ import torch
 
 from harness import known
 from report.known import counted, label
+from specs import known_findings
 from specs.known_findings import KNOWN_FINDINGS, KnownFinding
 
 SCENARIO = "tests/scenarios/known_findings.py"
@@ -114,3 +116,75 @@ def test_an_entry_applies_to_the_tests_of_its_kernel_operation_dtype_and_special
     for other in (test(rule=Item(name="+inf")), test(op="softmax"), test(dtype=torch.float16), test(kernel="other"),
                   test(name="u")):
         assert known.entries_for(other) == [], other
+
+
+def test_a_known_failure_does_not_end_the_search_for_a_new_one_in_the_same_test(run_pytest):
+    known_only = run_pytest("--kernel", "torch", SCENARIO, "-k", "known_and_new", "--hypothesis-profile", "ci")
+    assert known_only.returncode == 0 and re.search(r"\b1 xfailed\b", known_only.stdout), known_only.stdout[-3000:]
+    assert "failures: 0 new, 1 known (torch: planted.md 4)" in known_only.stdout
+    with_new = run_pytest("--kernel", "torch", SCENARIO, "-k", "known_and_new", "--hypothesis-profile", "ci",
+                          SOFTMAX_SUITE_PLANT_LOSS="new")
+    assert with_new.returncode == 1 and re.search(r"\b1 failed\b", with_new.stdout), with_new.stdout[-3000:]
+    assert re.search(r"AssertionError: new bug at \d+", with_new.stdout), with_new.stdout[-3000:]
+
+
+def test_a_known_failure_is_not_counted_by_maxfail_per_kernel(run_pytest):
+    result = run_pytest("--kernel", "torch", SCENARIO, "-k", "known_bug", "--maxfail-per-kernel", "1")
+    assert re.search(r"\b1 failed\b.*\b1 xfailed\b", result.stdout), result.stdout[-3000:]
+
+
+def test_a_test_a_round_reached_and_skipped_was_run_though_another_round_did_not_reach_it():
+    from harness.soak import never_run
+
+    rounds = [{"tests_reached": ["t::a", "t::skips_itself"], "tests_not_run": []},
+              {"tests_reached": ["t::a"], "tests_not_run": ["t::skips_itself", "t::late"]}]
+    assert never_run(rounds) == ["t::late"]
+
+
+def test_a_run_whose_only_failures_are_known_tested_something():
+    from report.artifacts import verdict
+
+    said = verdict(0, [], [], None, known=[{"test": "t", "kernel": "k", "findings": ["k.md 1"]}])
+    assert said.startswith("PASSED: 0 test(s) passed, 0 failed (0 new, 1 known (k: k.md 1))"), said
+
+
+def test_a_version_that_does_not_end_in_a_dot_is_one_version_only():
+    installed = importlib.metadata.version("torch")
+    release = installed.split("+")[0]
+    assert known.installed("torch", installed) and known.installed("torch", release)
+    assert known.installed("torch", release.rsplit(".", 1)[0] + ".")
+    assert not known.installed("torch", release[:-1]) or release[:-1].endswith(".")
+
+
+BOUND = "({}, unknown kernel (loosest known), sequential sum)"
+FIGURES = "kernel: max 6 ULP, mean 0.279 over {} result(s){}; torch on the same input: max 2 ULP, mean 0.261"
+
+
+def beyond(kernel: str, bad: int, special: int, worst: str, non_finite: int = 0, fmt: str = "float32") -> str:
+    """A BeyondBound failure as the judge words it (harness/judge.py's explain)."""
+    specials = f"; {special} of them special: results that are exact whatever the rounding" if special else ""
+    nan = f", and {non_finite} NaN or inf where the oracle's result is finite (or the reverse)" if non_finite else ""
+    return (f"BeyondBound: {kernel}: {bad} of 8192 elements beyond the derived bound {BOUND.format(fmt)}{specials}\n"
+            f"worst element: row 1, column 61: {worst}\nthat row's input (first 8 of 1024): [0.5, 0.1]\n"
+            f"{FIGURES.format(8192 - special, nan)}\ninput: Case(shape=(8, 1024), dim=1, ...)")
+
+
+@pytest.mark.parametrize("signature,said,known_by_it", [
+    (known_findings.NUMBERS_WHERE_NAN, beyond("flag_gems", 165, 165, "got 0.0308, expected exactly nan: the row holds a "
+                                                                     "NaN"), True),
+    (known_findings.NUMBERS_WHERE_NAN, beyond("flag_gems", 900, 2, "got 0.5, expected exactly nan: ..."), False),
+    (known_findings.NUMBERS_WHERE_NAN, beyond("flag_gems", 4, 4, "got 0.0, expected exactly 1.0: ..."), False),
+    (known_findings.NAN_WHERE_NUMBERS, beyond("inductor", 32, 0, "got nan, correctly rounded 0.0625, inf ULP", 32), True),
+    (known_findings.NAN_WHERE_NUMBERS, beyond("inductor", 40, 0, "got nan, correctly rounded 0.0625, inf ULP", 32), False),
+    (known_findings.ROUNDING_ONLY, beyond("liger", 39, 0, "got -0.00183, correctly rounded -0.00182, 1.4 ULP", 0,
+                                          "float16"), True),
+    (known_findings.ROUNDING_ONLY, beyond("liger", 39, 2, "got 0.5, expected exactly 0.0: ...", 0, "float16"), False),
+    (known_findings.ROUNDING_ONLY, beyond("liger", 39, 0, "got nan, correctly rounded 0.1, inf ULP", 3), False),
+    (KNOWN_FINDINGS[3].signature, "ContractBroken: flag_gems: the kernel returned a result of shape (1, 0) and dtype "
+     "torch.bfloat16 for softmax_fp32_out, whose result has x's shape (1, 0) and dtype torch.float32; replay: ...", True),
+    (KNOWN_FINDINGS[3].signature, "ContractBroken: flag_gems: the kernel returned a result of shape (0,) and dtype "
+     "torch.float16 for softmax_fp32_out, whose result has x's shape (128, 1024) and dtype torch.float32", False),
+], ids=lambda value: value if isinstance(value, bool) else "")
+def test_a_signature_explains_its_findings_failure_and_not_a_failure_with_other_wrong_results(signature, said,
+                                                                                             known_by_it):
+    assert bool(re.search(signature, said)) == known_by_it, said

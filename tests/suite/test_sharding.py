@@ -242,7 +242,7 @@ def test_the_nightly_driver_merges_a_fleets_shard_nights_and_compares_them_with_
     assert "k       softmax/float32/zeros  max_ulp" in (tmp_path / "tue" / "night" / "compare.txt").read_text()
     assert night("wed", *nights("wed", 0, "FAILED"), previous=previous) == 1
     summary = (tmp_path / "wed" / "night" / "nightly.md").read_text()
-    assert summary.startswith("# Nightly run\n\n**FAILED**: 2 shard nights merged, soaks of shard(s) 2/2 did not "
+    assert summary.startswith("# Nightly run\n\n**FAILED**: 0 new, 0 known; 2 shard nights merged, soaks of shard(s) 2/2 did not "
                               "pass; no regression against"), summary
     assert night("thu", nights("thu", 0)[0], previous=previous) == merge.REFUSED  # shard 2/2 missing
 
