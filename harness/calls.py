@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from . import replay_command as replay_commands
 from . import tiling, torch_state
 from .subnormals import flushing, restore
 
@@ -119,9 +120,7 @@ def replay_command(kernel: KernelSpec, op: str) -> str | None:
     """The one-step replay of the example in progress, when it has a Case."""
     if CONTEXT.case is None or not CONTEXT.backend:
         return None
-    from .replay import command
-
-    return command(kernel, CONTEXT.backend, op, CONTEXT.case)
+    return replay_commands.command(kernel, CONTEXT.backend, op, CONTEXT.case)
 
 
 # ---------------------------------------------------------------------------- breadcrumbs

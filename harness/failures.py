@@ -50,7 +50,8 @@ from report.text import printable
 
 from . import hypothesis_internals
 from .calls import KernelHang, SuiteFailure
-from .replay import PREFIX, RECIPES, from_checkout
+from .replay import RECIPES
+from .replay_command import PREFIX, from_checkout
 from .session import PINNED_PROFILES, session_of
 
 EXAMPLE = "softmax_example"  # the attribute of a failure's exception: the example it failed on, argument -> repr

@@ -26,52 +26,20 @@ import argparse
 import ast
 import functools
 import math
-import shlex
 import sys
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, fields
-from pathlib import Path
 
 from report.text import printable
 
 from .backend import CHOICES, BackendError, activate
 
 RECIPES = ("Case", "Values", "Layout", "Specials", "Mask", "Seam", "Bias")
-PREFIX = "replay in one step: "  # how a failure introduces the command; the reports find it by this
 NOT_A_CASE = "CASE: not a Case(...) as a failure prints it"
 LITERAL_TYPES = (int, float, str, bool, type(None))  # not bytes, complex or Ellipsis: no recipe holds them
 NAMED_FLOATS = {"inf": math.inf, "nan": math.nan}  # what repr prints for an infinite or NaN float
 WITHIN, BEYOND = 0, 1  # exit statuses; 2, bad arguments, is argparse's
-CHECKOUT = Path(__file__).resolve().parents[1]
-
-
-def command(kernel, device: str, op: str, case) -> str:
-    """The shell command that replays ``case``, pasted in the folder the run started in (the case's repr holds no
-    double quote).
-
-    ``kernel`` is a KernelSpec (or a selector): a kernel given by file is named by its absolute path, and one
-    imported from a folder outside the checkout brings the PYTHONPATH it needs, so the command runs as printed.
-    """
-    selector = kernel if isinstance(kernel, str) else kernel.replay_selector or kernel.name
-    path = "" if isinstance(kernel, str) or not kernel.pythonpath else f"PYTHONPATH={shlex.quote(kernel.pythonpath)} "
-    return from_checkout(
-        f'{path}python -m harness.replay --kernel {shlex.quote(selector)} --device {device} --op {op} "{case!r}"')
-
-
-def from_checkout(command: str, folder: Path | None = None) -> str:
-    """``command``, which runs from the checkout's root (the suite's modules and test ids are found from there), as
-    it runs when pasted in ``folder`` (default: this process's working folder, where the run started): as it is in
-    the checkout's root, else in a subshell that goes there first, leaving the user's shell where it is."""
-    folder = Path.cwd() if folder is None else folder
-    if folder.resolve() == CHECKOUT:
-        return command
-    return f"(cd {shlex.quote(str(CHECKOUT))} && {command})"
-
-
-def line(kernel, device: str, op: str, case) -> str:
-    """The line a failure prints: the prefix the reports look for, then the command."""
-    return PREFIX + command(kernel, device, op, case)
 
 
 def parse_case(text: str):

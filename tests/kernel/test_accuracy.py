@@ -26,7 +26,7 @@ from harness.catalog import CATALOG
 from harness.fixed_inputs import fixed_dtype, longest_fixed_row, row_inputs
 from harness.judge import describe_input, expect_refusal, judge_softmax, unknown_construction
 from harness.recording import make_record
-from harness.replay import PREFIX, command
+from harness.replay_command import PREFIX, command
 from harness.strategies import Case, cases, for_operation
 from oracles.call import Call
 from oracles.formats import format_of

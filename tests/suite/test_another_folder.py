@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import pytest_softmax_suite
-from harness.replay import PREFIX
+from harness.replay_command import PREFIX
 
 ROOT = Path(__file__).resolve().parents[2]
 # The planted half-precision sum fails its fp16 softmax accuracy test (a one-step replay) and its permutation test

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from harness.failures import HYPOTHESIS_NOTES_LEFT_OUT
-from harness.replay import PREFIX
+from harness.replay_command import PREFIX
 
 ROOT = Path(__file__).resolve().parents[2]
 SCREEN, COLUMNS = 25, 120  # what a failure may fill

@@ -2,7 +2,8 @@
 
 Every module of every package is parsed (no import runs); each import of another of the project's packages,
 lazy ones inside functions included, must be one that :data:`ALLOWED` lists, and the graph of the imports
-that exist must have no cycle.  A new top-level package (a folder with ``__init__.py``) fails until it is
+that exist must have no cycle, neither between packages nor between modules (a function-local import included:
+it hides a circle from Python, not from a reader).  A new top-level package (a folder with ``__init__.py``) fails until it is
 given its row.
 """
 
@@ -77,6 +78,43 @@ def cycle(root: Path) -> list[str] | None:
     graph: dict[str, set[str]] = {}
     for importer, target, _ in cross_imports(root):
         graph.setdefault(importer, set()).add(target)
+    return cycle_of(graph)
+
+
+def modules(root: Path) -> dict[str, Path]:
+    """The project's modules by dotted name (a package's ``__init__`` by the package's)."""
+    found = {}
+    for package in packages(root):
+        for module in sorted((root / package).rglob("*.py")):
+            parts = module.relative_to(root).with_suffix("").parts
+            found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = module
+    return found
+
+
+def module_imports(module: Path, root: Path, known: dict[str, Path]) -> set[str]:
+    """The project's modules ``module`` imports, at its top or inside a function: ``from . import b`` imports
+    module ``b`` where there is one."""
+    parts = module.relative_to(root).with_suffix("").parts
+    package = parts[:-1]
+    found = set()
+    for node in ast.walk(ast.parse(module.read_text(encoding="utf-8"), str(module))):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = ".".join([*(package[:len(package) - node.level + 1] if node.level else ()),
+                             *([node.module] if node.module else [])])
+            found |= {base, *(f"{base}.{alias.name}" for alias in node.names)}
+    return {name for name in found if name in known}
+
+
+def module_cycle(root: Path) -> list[str] | None:
+    """A cycle of the module graph, lazy imports included (``[a, b, ..., a]``), if there is one."""
+    known = modules(root)
+    return cycle_of({name: module_imports(path, root, known) - {name} for name, path in known.items()})
+
+
+def cycle_of(graph: dict[str, set[str]]) -> list[str] | None:
+    """A cycle of ``graph`` (node -> the nodes it points to), if there is one."""
     done: set[str] = set()
 
     def visit(node: str, path: list[str]) -> list[str] | None:
@@ -105,6 +143,10 @@ def test_a_package_imports_only_the_layers_below_it(package):
 
 def test_the_packages_import_one_another_without_a_cycle():
     assert cycle(ROOT) is None
+
+
+def test_the_modules_import_one_another_without_a_cycle_through_function_local_imports_too():
+    assert module_cycle(ROOT) is None
 
 
 def write(root: Path, files: dict[str, str]) -> Path:
@@ -138,3 +180,11 @@ def test_the_layers_cycle_is_caught(tmp_path):
 
 def test_a_new_package_without_a_row_is_caught(tmp_path):
     assert set(packages(write(tmp_path, {**BELOW, "records/__init__.py": ""}))) - set(ALLOWED) == {"records"}
+
+
+def test_a_cycle_of_modules_through_a_function_local_import_is_caught(tmp_path):
+    root = write(tmp_path, {**BELOW, "harness/calls.py": "def f():\n    from .replay import command\n",
+                            "harness/replay.py": "from . import calls\n"})
+    assert module_cycle(root) == ["harness.calls", "harness.replay", "harness.calls"]
+    assert module_cycle(write(tmp_path / "fixed", {**BELOW, "harness/replay.py": "from . import calls\n",
+                                                   "harness/calls.py": ""})) is None
