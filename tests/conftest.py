@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from harness import payload, scheduling
+from tests.subruns import environment
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -29,12 +30,10 @@ def run_pytest():
     ``cwd`` (the checkout's root unless given)."""
 
     def run(*args: str, cwd: Path = ROOT, **env: str) -> subprocess.CompletedProcess:
-        clean = {k: v for k, v in os.environ.items() if k not in ("TRITON_INTERPRET", "PYTEST_XDIST_WORKER",
-                                                                   "PYTEST_XDIST_WORKER_COUNT")}
         plugins = [] if "-n" in args else ["-p", "no:xdist"]
         return subprocess.run(
             [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *plugins, *args],
-            cwd=cwd, env={**clean, **env}, capture_output=True, text=True, timeout=900,
+            cwd=cwd, env=environment(**env), capture_output=True, text=True, timeout=900,
         )
 
     return run
@@ -139,8 +138,8 @@ def readme_command(once, backend):
     def run(command: str) -> dict:
         def make(folder):
             root = once("readme-checkout", copy)[0]["root"]
-            env = {k: v for k, v in os.environ.items() if k not in ("TRITON_INTERPRET", "PYTEST_XDIST_WORKER",
-                                                                     "PYTEST_XDIST_WORKER_COUNT", "PYTHONPATH")}
+            env = environment()
+            env.pop("PYTHONPATH", None)  # the README's commands set none
             result = subprocess.run(command, shell=True, cwd=root, env=env, capture_output=True, text=True,
                                     timeout=900)
             return {"returncode": result.returncode, "stdout": result.stdout, "stderr": result.stderr, "root": root}

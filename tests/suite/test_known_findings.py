@@ -14,6 +14,7 @@ from harness import known
 from report.known import counted, label
 from specs import known_findings
 from specs.known_findings import KNOWN_FINDINGS, KnownFinding
+from tests.subruns import environment
 
 SCENARIO = "tests/scenarios/known_findings.py"
 ROOT = __import__("pathlib").Path(__file__).resolve().parents[2]
@@ -74,10 +75,9 @@ def test_a_known_finding_every_run_shows_fails_as_fixed_when_its_test_passes(run
 
 
 def soak(tmp_path, minutes: str, *selection: str, **env) -> subprocess.CompletedProcess:
-    clean = {k: v for k, v in __import__("os").environ.items() if not k.startswith(("PYTEST_XDIST", "TRITON"))}
     return subprocess.run([sys.executable, "-m", "harness.soak", "--minutes", minutes, "--out", str(tmp_path), "--",
                            "-p", "no:xdist", "--device", "cpu", "--kernel", "torch", SCENARIO, *selection],
-                          cwd=ROOT, env={**clean, **env}, capture_output=True, text=True, timeout=300)
+                          cwd=ROOT, env=environment(**env), capture_output=True, text=True, timeout=300)
 
 
 def test_a_soak_whose_only_failure_is_known_passes_and_names_it(tmp_path):

@@ -1,7 +1,6 @@
 """The nightly driver and its league table: every kernel side by side, accuracy against speed, and what changed."""
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -10,6 +9,7 @@ from harness.nightly import compare
 from report import league
 from report.summary import ULP_BUCKETS, categorize
 from tests.scenarios.soak_stalled import is_running, stalled_pid
+from tests.subruns import environment
 
 ROOT = __import__("pathlib").Path(__file__).resolve().parents[2]
 STALLED = "tests/scenarios/soak_stalled.py"
@@ -69,7 +69,7 @@ def test_the_driver_soaks_merges_rounds_writes_the_league_and_compares_with_last
                             # on a loaded machine.
                             tests=["tests/kernel/test_accuracy.py", "-k", "test_output_within and -softmax- and float32",
                                    "--kernel", "torch"]),
-            cwd=ROOT, env={**os.environ, "SOFTMAX_SUITE_EXAMPLES": str(tmp_path / "examples")},
+            cwd=ROOT, env=environment(SOFTMAX_SUITE_EXAMPLES=str(tmp_path / "examples")),
             capture_output=True, text=True, timeout=600)
 
     first = night(tmp_path / "one")
@@ -99,7 +99,7 @@ def test_a_night_whose_time_box_is_not_a_positive_number_of_minutes_is_refused(t
 def test_a_signal_to_the_nightly_driver_leaves_the_night_so_far_written_and_marked_interrupted(tmp_path):
     pid_file = tmp_path / "stalled.pid"
     night = subprocess.Popen(nightly_command(tmp_path / "night", "--minutes", "1", tests=[STALLED, "-k", "stalls"]),
-                             cwd=ROOT, env={**os.environ, "SOFTMAX_SUITE_PID_FILE": str(pid_file)},
+                             cwd=ROOT, env=environment(SOFTMAX_SUITE_PID_FILE=str(pid_file)),
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         stalled = stalled_pid(pid_file, night)

@@ -1,7 +1,6 @@
 """The soak: time-boxed rounds that end every test within its share and report what failed."""
 
 import json
-import os
 import re
 import signal
 import subprocess
@@ -12,6 +11,7 @@ import pytest
 
 from harness import soak, timebox
 from tests.scenarios.soak_stalled import is_running, stalled_pid
+from tests.subruns import environment
 
 ROOT = __import__("pathlib").Path(__file__).resolve().parents[2]
 SCENARIO = "tests/scenarios/soak_planted.py"
@@ -61,12 +61,6 @@ def test_a_round_counts_its_time_from_the_end_of_collection_not_from_start_up(ru
         kept.stdout[-2000:]
 
 
-def driver_env(**env):
-    """The environment of a driver under test.  The outer run's xdist variables stay out: the soak would count
-    its workers and give each test a larger share."""
-    return {**{k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")}, **env}
-
-
 def soak_command(out, *options, tests=(STALLED, "-k", "passes"), workers=0, **constants):
     """``python -m harness.soak`` into ``out``, a round of ``tests`` on the CPU (under xdist with ``workers``);
     ``constants`` of harness.soak replaced (shorter waits)."""
@@ -81,7 +75,7 @@ def run_soak(tmp_path, **env):
     # 24 s of testing (a round's minutes count from the end of its collection, so a loaded machine's start-up
     # does not eat them).
     return subprocess.run(soak_command(tmp_path, "--minutes", "0.4", tests=[SCENARIO]), cwd=ROOT,
-                          env=driver_env(**env), capture_output=True, text=True, timeout=300)
+                          env=environment(**env), capture_output=True, text=True, timeout=300)
 
 
 def test_the_driver_runs_rounds_and_writes_what_ran(tmp_path):
@@ -112,7 +106,7 @@ def test_what_a_soak_finds_is_replayed_by_the_next_gate(tmp_path):
     found = run_soak(tmp_path, SOFTMAX_SUITE_PLANT_LOSS="from")
     assert found.returncode == 1 and "test_planted_value" in (tmp_path / "soak.md").read_text()
     gate = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:xdist", SCENARIO, "-k", "value"]
-    env = {**os.environ, "CI": "1", "SOFTMAX_SUITE_PLANT_LOSS": "exact"}
+    env = environment(CI="1", SOFTMAX_SUITE_PLANT_LOSS="exact")
     alone = subprocess.run(gate, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert alone.returncode == 0, alone.stdout[-2000:]  # 25 pinned-seed examples never draw 123456
     replayed = subprocess.run(gate, cwd=ROOT, env={**env, "SOFTMAX_SUITE_EXAMPLES": str(tmp_path / "examples")},
@@ -137,7 +131,7 @@ settings.register_profile("ci", max_examples=20, derandomize=True, database=None
 
 @pytest.mark.parametrize("minutes", ["-5", "0", "nan", "inf"])
 def test_a_time_box_that_is_not_a_positive_number_of_minutes_is_refused(tmp_path, minutes):
-    result = subprocess.run(soak_command(tmp_path, f"--minutes={minutes}"), cwd=ROOT, env=driver_env(),
+    result = subprocess.run(soak_command(tmp_path, f"--minutes={minutes}"), cwd=ROOT, env=environment(),
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 2, result.stdout + result.stderr
     assert "argument --minutes" in result.stderr and "above 0" in result.stderr, result.stderr
@@ -148,7 +142,7 @@ def test_a_time_box_that_is_not_a_positive_number_of_minutes_is_refused(tmp_path
                                             ("no_such_test", "pytest ran no test (exit status 5)")])
 def test_a_round_that_tested_nothing_fails(tmp_path, selected, why):
     result = subprocess.run(soak_command(tmp_path, "--minutes", "0.2", tests=[STALLED, "-k", selected]), cwd=ROOT,
-                            env=driver_env(), capture_output=True, text=True, timeout=300)
+                            env=environment(), capture_output=True, text=True, timeout=300)
     assert result.returncode == 1, result.stdout + result.stderr
     first = json.loads((tmp_path / "soak.json").read_text())["rounds"][0]
     assert first["passed"] == first["failed"] == 0 and first["error"] == 1
@@ -159,7 +153,7 @@ def test_a_round_that_tested_nothing_of_a_kernel_it_named_fails(tmp_path):
     """torch passing beside a kernel whose every test was skipped (it declares no log_softmax)."""
     tests = ["tests/kernel/test_accuracy.py", "-k", "test_output_within_derived_bound and log_softmax-float32",
              "--kernel", "examples/my_kernels.py:softmax", "--kernel", "torch"]
-    result = subprocess.run(soak_command(tmp_path, "--minutes", "0.2", tests=tests), cwd=ROOT, env=driver_env(),
+    result = subprocess.run(soak_command(tmp_path, "--minutes", "0.2", tests=tests), cwd=ROOT, env=environment(),
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 1, result.stdout + result.stderr
     first = json.loads((tmp_path / "soak.json").read_text())["rounds"][0]
@@ -173,7 +167,7 @@ def start_stalling_soak(tmp_path, *options, workers=0, constants=None, **env):
     pid_file = tmp_path / "stalled.pid"
     command = soak_command(tmp_path / "soak", *options, tests=[STALLED, "-k", "stalls"], workers=workers,
                            **(constants or {}))
-    driver = subprocess.Popen(command, cwd=ROOT, env=driver_env(SOFTMAX_SUITE_PID_FILE=str(pid_file), **env),
+    driver = subprocess.Popen(command, cwd=ROOT, env=environment(SOFTMAX_SUITE_PID_FILE=str(pid_file), **env),
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         return driver, stalled_pid(pid_file, driver)
@@ -217,7 +211,7 @@ def test_a_round_past_its_time_box_is_stopped_killed_if_it_ignores_that_and_errs
 
 def test_a_rerun_into_a_folder_holding_rounds_is_refused_and_resume_adds_its_rounds_after_them(tmp_path):
     def soak_into_tmp_path(*options):
-        return subprocess.run(soak_command(tmp_path, "--minutes", "0.2", *options), cwd=ROOT, env=driver_env(),
+        return subprocess.run(soak_command(tmp_path, "--minutes", "0.2", *options), cwd=ROOT, env=environment(),
                               capture_output=True, text=True, timeout=300)
 
     first = soak_into_tmp_path()
@@ -244,7 +238,7 @@ def test_an_edit_of_a_tests_source_moves_none_of_its_ci_draws(tmp_path):
         (folder / "conftest.py").write_text(CI_PROFILE_ONLY)
         run = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:xdist",
                               "--hypothesis-profile", "ci", "test_draws.py"], cwd=folder,
-                             env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=300)
+                             env=environment(PYTHONPATH=str(ROOT)), capture_output=True, text=True, timeout=300)
         assert run.returncode == 0, run.stdout[-2000:]
         draws.append((folder / "draws.txt").read_text().split())
     assert len(draws[0]) > 1 and draws[0] == draws[1]
@@ -265,7 +259,7 @@ def test_parallel_rounds_run_at_once_each_with_its_seed_and_say_each_kernels_dep
     result = subprocess.run(soak_command(tmp_path, "--minutes", "0.25", "--parallel", "2",
                                          tests=["--kernel", "torch", "tests/scenarios/known_findings.py", "-k",
                                                 "slow_first"]),
-                            cwd=ROOT, env=driver_env(), capture_output=True, text=True, timeout=300)
+                            cwd=ROOT, env=environment(), capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr
     rounds = json.loads((tmp_path / "soak.json").read_text())["rounds"]
     assert len(rounds) >= 2 and len(rounds) % 2 == 0 and len({r["seed"] for r in rounds}) == len(rounds), rounds
@@ -279,7 +273,7 @@ def test_examples_per_test_gives_every_test_that_many_examples_whatever_its_shar
     round (6 s: two tests, one worker) would end it near 120; the quick one runs 180 too."""
     result = subprocess.run(soak_command(tmp_path, "--minutes", "0.2", "--examples-per-test", "180",
                                          tests=[SCENARIO, "-k", "slow or value"]),
-                            cwd=ROOT, env=driver_env(), capture_output=True, text=True, timeout=300)
+                            cwd=ROOT, env=environment(), capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr
     ran = json.loads((tmp_path / "soak.json").read_text())["rounds"][0]["examples_per_test"]
     assert ran[f"{SCENARIO}::test_slow_examples"] == 180 and ran[f"{SCENARIO}::test_planted_value"] == 180, ran
