@@ -10,6 +10,8 @@ import os
 LEFT_OUT = ("TRITON_INTERPRET", "PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT")
 
 
-def environment(**env: str) -> dict[str, str]:
-    """This process's environment without :data:`LEFT_OUT`, with ``env`` added."""
-    return {**{k: v for k, v in os.environ.items() if k not in LEFT_OUT}, **env}
+def environment(pythonpath: bool = True, **env: str) -> dict[str, str]:
+    """This process's environment without :data:`LEFT_OUT`, with ``env`` added; ``pythonpath=False``: without
+    ``PYTHONPATH`` too, as the shell that pastes a printed command has none."""
+    left_out = LEFT_OUT if pythonpath else (*LEFT_OUT, "PYTHONPATH")
+    return {**{k: v for k, v in os.environ.items() if k not in left_out}, **env}

@@ -12,6 +12,7 @@ import pytest
 
 import pytest_softmax_suite
 from harness.replay_command import PREFIX
+from tests.subruns import environment
 
 ROOT = Path(__file__).resolve().parents[2]
 # The planted half-precision sum fails its fp16 softmax accuracy test (a one-step replay) and its permutation test
@@ -30,8 +31,7 @@ def user_folder(tmp_path) -> Path:
 
 def pasted(command: str, folder: Path) -> subprocess.CompletedProcess:
     """A printed command run by a shell in ``folder``, with nothing inherited that it does not say."""
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "TRITON_INTERPRET", "PYTEST_XDIST_WORKER",
-                                                             "PYTEST_XDIST_WORKER_COUNT")}
+    env = environment(pythonpath=False)
     return subprocess.run(command, shell=True, cwd=folder, env=env, capture_output=True, text=True, timeout=300)
 
 

@@ -6,7 +6,6 @@ stopping at its first failing example): the planted bugs of the mutation catalog
 (tests/hostile/) and the kernels of tests/scenarios/property_bugs.py.  Streams (CUDA) and large inputs (devices)
 are not run on the CPU."""
 
-import os
 import re
 import subprocess
 from pathlib import Path
@@ -15,6 +14,7 @@ import pytest
 
 from harness.failures import HYPOTHESIS_NOTES_LEFT_OUT
 from harness.replay_command import PREFIX
+from tests.subruns import environment
 
 ROOT = Path(__file__).resolve().parents[2]
 SCREEN, COLUMNS = 25, 120  # what a failure may fill
@@ -108,8 +108,7 @@ def replay_line(failed: dict, kind: str) -> str:
 def run_as_printed(commands: list[str]) -> list[subprocess.CompletedProcess]:
     """Printed commands, each run by a shell from the checkout's root with nothing inherited that it does not say,
     side by side."""
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "TRITON_INTERPRET", "PYTEST_XDIST_WORKER",
-                                                             "PYTEST_XDIST_WORKER_COUNT")}
+    env = environment(pythonpath=False)
     started = [subprocess.Popen(command, shell=True, cwd=ROOT, env=env, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, text=True) for command in commands]
     try:

@@ -3,7 +3,6 @@ input; the correct ones pass.  They run in sub-runs of the suite, several kernel
 one, under the mutation profile (the gate's examples, each test stopping at its first failing example)."""
 
 import json
-import os
 import re
 import signal
 import subprocess
@@ -15,6 +14,7 @@ import pytest
 
 from tests import junit
 from tests.hostile.misbehaving import PLANTED
+from tests.subruns import environment
 
 ROOT = Path(__file__).resolve().parents[2]
 HOSTILE = "tests.hostile."
@@ -50,8 +50,7 @@ def batch(once) -> dict:
 
 
 def run_batch(folder: Path) -> dict:
-    env = {k: v for k, v in os.environ.items() if k not in ("TRITON_INTERPRET", "PYTEST_XDIST_WORKER",
-                                                             "PYTEST_XDIST_WORKER_COUNT")}
+    env = environment()
     kernels = [arg for name in BATCH_KERNELS for arg in ("--kernel", HOSTILE + name)]
     result = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:xdist", *BATCH_TESTS,
                              *QUICK, *kernels, "--junitxml", str(folder / "junit.xml"), "--accuracy-report",
@@ -268,8 +267,7 @@ def running(report: Path, shape: str) -> bool:
 
 @pytest.mark.parametrize("workers,signum", [("-n 2", signal.SIGTERM), ("-p no:xdist", signal.SIGINT)])
 def test_an_interrupted_run_says_interrupted_and_names_the_calls_in_progress(tmp_path, workers, signum):
-    env = {k: v for k, v in os.environ.items() if k not in ("TRITON_INTERPRET", "PYTEST_XDIST_WORKER",
-                                                            "PYTEST_XDIST_WORKER_COUNT")}
+    env = environment()
     run = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *workers.split(), *FP32_ACCURACY,
                             *QUICK, "--kernel", f"{HOSTILE}misbehaving:hangs", "--accuracy-report", str(tmp_path)],
                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -287,7 +285,7 @@ def test_an_interrupted_run_says_interrupted_and_names_the_calls_in_progress(tmp
 
 def test_the_replay_holds_a_kernel_to_the_same_rules_as_a_run():
     """It was fooled as the run was: "0 of 388 elements beyond the derived bound", the row's input shown as zeros."""
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env = environment()
     result = subprocess.run([sys.executable, "-m", "harness.replay", "--kernel", f"{HOSTILE}in_place:zeroes_input",
                              "--device", "cpu", "Case(shape=(4, 97), dim=1, dtype=torch.float32, seed=3)"],
                             cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)

@@ -17,6 +17,7 @@ from harness.calls import Breadcrumbs, ContractBroken
 from harness.host import KernelRefused, hosted, raised, record_of
 from specs.registry import Capabilities
 from tests import junit
+from tests.subruns import environment
 from tests.suite.test_hostile import running
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -102,8 +103,7 @@ def test_a_kernel_holding_the_gil_is_stopped_at_its_limit_and_named_under_xdist(
 
 
 def test_ctrl_c_ends_a_run_stuck_in_a_kernel_holding_the_gil_within_seconds(tmp_path, backend):
-    env = {k: v for k, v in os.environ.items() if k not in ("TRITON_INTERPRET", "PYTEST_XDIST_WORKER",
-                                                                           "PYTEST_XDIST_WORKER_COUNT")}
+    env = environment()
     run = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:xdist", *FP32_ACCURACY,
                             *QUICK, "--device", backend.name, "--call-timeout", "300",
                             "--kernel", f"{REACHES_OUT}:holds_the_gil",

@@ -19,6 +19,7 @@ from harness.catalog import CATALOG
 from harness.replay import RECIPES, parse_case
 from harness.strategies import Case, Layout, Mask, Specials, Values, cases
 from specs.registry import Capabilities
+from tests.subruns import environment
 
 ROOT = Path(__file__).resolve().parents[2]
 PLANTED = "my_kernels:softmax_half_sum"  # examples/my_kernels.py: the row sum in the half input dtype
@@ -26,8 +27,7 @@ PLANTED = "my_kernels:softmax_half_sum"  # examples/my_kernels.py: the row sum i
 
 def start_replay(*args: str, cwd: Path = ROOT) -> subprocess.Popen:
     """``python -m harness.replay`` in a fresh interpreter (no inherited TRITON_INTERPRET), running in ``cwd``."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "examples"), str(ROOT)])}
-    env.pop("TRITON_INTERPRET", None)
+    env = environment(PYTHONPATH=os.pathsep.join([str(ROOT / "examples"), str(ROOT)]))
     return subprocess.Popen([sys.executable, "-m", "harness.replay", *args], cwd=cwd, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
@@ -47,7 +47,7 @@ def replay(*args: str) -> subprocess.CompletedProcess:
 
 def run_as_printed(command: str) -> subprocess.CompletedProcess:
     """A printed command run by a shell from the checkout's root, with nothing inherited that it does not say."""
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "TRITON_INTERPRET")}
+    env = environment(pythonpath=False)
     return subprocess.run(command, shell=True, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
 
 

@@ -3,7 +3,6 @@
 import contextlib
 import hashlib
 import json
-import os
 import re
 import subprocess
 import sys
@@ -21,6 +20,7 @@ from report.summary import ULP_BUCKETS, categorize
 from report.__main__ import main as report_cli
 from tests import junit
 from tests.scenarios.gate_kernel import GATE_KERNEL, GATE_TESTS
+from tests.subruns import environment
 
 DYING = "tests/scenarios/dying_worker.py"
 # The report and gate machinery is the same on every device: its sub-runs take the CPU, also in a GPU's run.
@@ -233,7 +233,7 @@ def test_compare_runs_from_any_folder(tmp_path):
     old, new = tmp_path / "old.json", tmp_path / "new.json"
     fake_report(old, 10, 1.0)
     fake_report(new, 30, 1.0)
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env = environment(pythonpath=False)
     result = subprocess.run([sys.executable, str(ROOT / "report"), "compare", str(old), str(new)], cwd=tmp_path,
                             env=env, capture_output=True, text=True, timeout=120)
     assert result.returncode == 1 and "regressed: 1" in result.stdout, result.stdout + result.stderr
