@@ -89,6 +89,12 @@ def matched(entries: list, error: BaseException) -> list:
     return found
 
 
+def known_failure(item: pytest.Item, call: pytest.CallInfo) -> list:
+    """The entries that explain every failure of ``item``'s ``call`` (as :func:`pytest_runtest_makereport` finds them,
+    for plugins that see the report before it is marked known); none where it raised nothing or one failure is new."""
+    return matched(entries_for(item), call.excinfo.value) if call.excinfo is not None else []
+
+
 def absorbs(error: BaseException) -> bool:
     """Whether ``error``, raised in the running test's Hypothesis body, is a known finding's failure; if so, noted
     for its report, and the body passes that example."""

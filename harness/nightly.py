@@ -35,7 +35,8 @@ The headline counts the soak's failures as new and known (``specs/known_findings
 "PASSED: 0 new, 5 known (flag_gems: flag-gems.md 1 x3, ...)"); only new failures, a
 known finding fixed, or a regression make the night FAILED.  Exit status 1 when a round
 failed or erred, no round wrote a report, or the night regressed against the previous
-one; 3 (INCOMPLETE) when nothing failed but the soak left tests unrun in every round.  A SIGINT or SIGTERM stops the soak's round
+one; 3 (INCOMPLETE) when nothing failed but the soak left tests unrun in every round.
+A SIGINT or SIGTERM stops the soak's round
 (:mod:`harness.soak`) and starts no other; the night's files are then written from
 the rounds that wrote a report, under the verdict INTERRUPTED, and the exit status
 is 128 plus the signal's number (130, 143).
@@ -61,7 +62,7 @@ from . import soak
 def merge(documents: list[dict], *, fixed: bool = False) -> dict:
     """The accuracy.json of several rounds as one: their records' categories (``fixed``: of the inputs every
     run draws alike only), invariances held in all."""
-    records = [r for d in documents for r in d["records"] if not fixed or r.get("inputs") == "fixed"]
+    records = [r for d in documents for r in d["records"] if not fixed or r.get("inputs") == comparison.FIXED]
     entries = [entry for d in documents for entry in shards.invariance_entries(d.get("invariances", {}))]
     run = {**documents[0]["run"], "rounds": len(documents), "seeds": [d["run"].get("seed") for d in documents]}
     return {"schema_version": documents[0]["schema_version"], "run": run,
@@ -163,7 +164,8 @@ def merged_night(args: argparse.Namespace) -> int:
                     f"{'regressed' if regressed else 'no regression'} against `{args.previous}`")
         failed = sorted(label for label, verdict in verdicts.items() if verdict != "PASSED")
         soaked = f"soaks of shard(s) {', '.join(failed)} did not pass" if failed else "every shard's soak passed"
-        failures = soak.counted_failures([r for f in args.merge_shards for r in soak.read_summary(f / "soak")["rounds"]])
+        rounds = [r for folder in args.merge_shards for r in soak.read_summary(folder / "soak")["rounds"]]
+        failures = soak.counted_failures(rounds)
         return f"**{word}**: {failures}; {len(reports)} shard nights merged, {soaked}; {compared}"
 
     return write_night(args, [r.document for r in reports], worst_verdict(verdicts.values()),

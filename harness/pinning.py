@@ -12,6 +12,10 @@ Worker ``gwK`` takes device K mod D of the D devices the user made visible.
 
 This is the convention of triton-ascend's CI, which pins each worker to NPU
 ``int(worker_id[2:]) % torch.npu.device_count()``.
+
+The CPU threads a run may use (:func:`cpu_threads`) are shared the same way:
+among a run's workers (:func:`harness.session.thread_share`), and among a soak's
+rounds at once (:mod:`harness.soak`).
 """
 
 from __future__ import annotations
@@ -21,6 +25,15 @@ from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass
 
 VISIBLE_DEVICES = {"cuda": "CUDA_VISIBLE_DEVICES", "npu": "ASCEND_RT_VISIBLE_DEVICES"}
+
+
+def cpu_threads(env: MutableMapping[str, str]) -> int:
+    """The CPU threads a run may use: ``OMP_NUM_THREADS`` where set (OpenMP also takes a list per nesting level: its
+    first), else every core."""
+    try:
+        return int(env.get("OMP_NUM_THREADS", "").split(",")[0])
+    except ValueError:
+        return os.cpu_count() or 1
 
 
 def worker_number(worker_id: str | None) -> int | None:

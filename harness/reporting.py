@@ -210,9 +210,8 @@ class Gatherer:
         self.unjudged: dict[str, str] = {}  # kernel -> why the gate cannot judge it on this machine
         self.written: list[Path] = []
         self.failures: list[dict] = []  # test, headline, replay command
-        self.known: list[dict] = []  # failures a known finding explains: test, kernel, findings (specs/known_findings.py)
+        self.known: list[dict] = []  # failures a known finding explains: test, kernel, findings
         self.fixed: list[dict] = []  # known findings whose test passed: test, kernel, findings (failures too)
-        self.not_run: set[str] = set()  # tests a soak round's time box ended before they started
         self.passed = 0
         self.interrupted = False
         self.nothing_tested = False  # every test it ran was skipped: no pass (exit status 5)
@@ -268,7 +267,6 @@ class Gatherer:
         if getattr(report, KNOWN, None):
             self.outcomes[report.nodeid] = "known"
         if getattr(report, timebox.NOT_RUN, False):
-            self.not_run.add(report.nodeid)
             self.outcomes[report.nodeid] = "not run"
         if report.skipped:
             self.skipped.add(report.nodeid)
@@ -322,16 +320,15 @@ class Gatherer:
             gate = baseline.table(self.findings, only_failures=False)
             gated = None if run.gate is None or run.gate.update else run.gate.path
             verdict = artifacts.verdict(self.passed, self.failures, self.findings, gated, self.interrupted,
-                                        known=self.known, fixed=self.fixed, not_run=len(self.not_run))
+                                        known=self.known, fixed=self.fixed,
+                                        not_run=artifacts.not_run(self.outcomes))
             self.written += artifacts.write_all(run.report, metadata, verdict, self.failures, self.categories,
                                                 self.records, self.missing, gate, self.invariances,
                                                 self.outcomes, self.in_progress, known=self.known, fixed=self.fixed)
 
     def failures_counted(self) -> str:
         """"0 new, 5 known (...)" where a known finding failed or was fixed in this run; else empty."""
-        if not (self.known or self.fixed):
-            return ""
-        return known.counted(len(self.failures) - len(self.fixed), self.known, self.fixed)
+        return known.said(len(self.failures), self.known, self.fixed)
 
     def tested_nothing(self, session: pytest.Session) -> bool:
         """Whether the run would pass with no test passed nor failed: every one it ran was skipped."""
@@ -394,9 +391,9 @@ class Gatherer:
             for entry in self.known + self.fixed:
                 state = "known" if entry in self.known else "FIXED"
                 write(f"{state}: {entry['test']}: {', '.join(entry['findings'])}")
-        if self.not_run:
-            terminalreporter.write_sep("-", f"NOT RUN: {len(self.not_run)} test(s): the soak round's time box ended "
-                                       "before they started", yellow=True)
+        if unrun := artifacts.not_run(self.outcomes):
+            terminalreporter.write_sep("-", f"NOT RUN: {unrun} test(s): the soak round's time box ended before they "
+                                       "started", yellow=True)
         if self.interrupted:
             terminalreporter.write_sep("-", "INTERRUPTED: the run did not finish; no verdict", red=True)
             for call in self.in_progress:

@@ -54,7 +54,7 @@ import torch
 from hypothesis import settings
 from hypothesis.errors import InvalidArgument
 
-from . import hypothesis_internals, profiles, subnormals, torch_state
+from . import hypothesis_internals, pinning, profiles, subnormals, torch_state
 from .backend import Backend, BackendError, activate
 
 SESSION = pytest.StashKey["Session"]()
@@ -220,12 +220,8 @@ def interrupt_on_sigterm() -> None:
 
 
 def thread_share() -> int:
-    """This process's CPU threads: the run's (``OMP_NUM_THREADS``, else every core) shared among xdist workers."""
-    try:
-        run = int(os.environ.get("OMP_NUM_THREADS", "").split(",")[0])  # OpenMP also takes a list per nesting level
-    except ValueError:
-        run = os.cpu_count() or 1
-    return max(1, run // int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
+    """This process's CPU threads: the run's (:func:`harness.pinning.cpu_threads`) shared among xdist workers."""
+    return max(1, pinning.cpu_threads(os.environ) // int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
 
 
 def kernels_under_test(config: pytest.Config, backend: Backend, host) -> list:

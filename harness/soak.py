@@ -68,6 +68,8 @@ from pathlib import Path
 
 from report import known
 
+from . import pinning
+
 GRACE_SECONDS = 30.0  # a round's pytest, once signalled, has this long to write its soak-log and report
 # How long a round's pytest may run past the soak's end before the driver stops it as hung: its minutes count
 # from the end of its collection (start-up took 25 s under a loaded H100 gate), the test running at the end
@@ -220,13 +222,18 @@ def run_round(number: int, args: argparse.Namespace, pytest_args: list[str], dea
             "log": str(directory / "pytest.log")}
 
 
+def no_depth() -> dict:
+    """A kernel's depth in a soak before any test of it ran: tests run, examples, test-seconds, elements judged."""
+    return {"tests": 0, "examples": 0, "seconds": 0.0, "elements": 0}
+
+
 def per_kernel(tests: dict, report: Path) -> dict:
     """Per kernel judged in a round: its tests that ran, their examples and seconds, and the elements its accuracy
     records judged (the round's report)."""
     kernels: dict[str, dict] = {}
     for t in tests.values():
         if t.get("kernel") and t["outcome"] not in ("skipped", "not run"):
-            k = kernels.setdefault(t["kernel"], {"tests": 0, "examples": 0, "seconds": 0.0, "elements": 0})
+            k = kernels.setdefault(t["kernel"], no_depth())
             k["tests"] += 1
             k["examples"] += t["examples"]
             k["seconds"] = round(k["seconds"] + t["duration"], 2)
@@ -269,8 +276,7 @@ def verdict(rounds: list[dict], interrupted: signal.Signals | None) -> tuple[str
         return "INTERRUPTED", (f"by {interrupted.name} after {len(rounds)} round(s), listed below with what they "
                                "ran: not a verdict on the time box")
     failed = sum(bool(r["failed"] or r["error"]) for r in rounds)
-    failures = f"failures: {counted_failures(rounds)}" if any(
-        r.get("known_failures") or r.get("fixed_findings") for r in rounds) else ""
+    failures = f"failures: {said}" if (said := known.said(*failures_of(rounds))) else ""
     if failed:
         return "FAILED", f"{failed} of {len(rounds)} round(s) failed or erred" + (f"; {failures}" if failures else "")
     unrun = never_run(rounds)
@@ -281,11 +287,16 @@ def verdict(rounds: list[dict], interrupted: signal.Signals | None) -> tuple[str
     return "PASSED", f"{len(rounds)} round(s), {failures or 'nothing failed or erred'}{fewest_examples(rounds)}"
 
 
+def failures_of(rounds: list[dict]) -> tuple[int, list[dict], list[dict]]:
+    """The rounds' failed and erred tests, their known failures and their fixed findings (:func:`report.known.counted`
+    takes them)."""
+    return (sum(r["failed"] + r["error"] for r in rounds), [k for r in rounds for k in r.get("known_failures", [])],
+            [f for r in rounds for f in r.get("fixed_findings", [])])
+
+
 def counted_failures(rounds: list[dict]) -> str:
     """"1 new, 5 known (...), 1 fixed (...)": the rounds' failures, known findings' and fixed ones apart."""
-    fixed = [f for r in rounds for f in r.get("fixed_findings", [])]
-    return known.counted(sum(r["failed"] + r["error"] for r in rounds) - len(fixed),
-                         [k for r in rounds for k in r.get("known_failures", [])], fixed)
+    return known.counted(*failures_of(rounds))
 
 
 def never_run(rounds: list[dict]) -> list[str]:
@@ -348,7 +359,7 @@ def kernel_table(rounds: list[dict]) -> list[str]:
     totals: dict[str, dict] = {}
     for r in rounds:
         for kernel, k in r.get("per_kernel", {}).items():
-            total = totals.setdefault(kernel, {"tests": 0, "examples": 0, "seconds": 0.0, "elements": 0})
+            total = totals.setdefault(kernel, no_depth())
             for key in total:
                 total[key] += k[key]
     if not totals:
@@ -369,14 +380,6 @@ def positive_minutes(text: str) -> float:
     if not (math.isfinite(minutes) and minutes > 0):
         raise argparse.ArgumentTypeError(f"the time box must be a finite number of minutes above 0, not {text!r}")
     return minutes
-
-
-def cpu_threads(env: dict) -> int:
-    """The CPU threads a soak may use: ``OMP_NUM_THREADS`` where set, else every core."""
-    try:
-        return int(env.get("OMP_NUM_THREADS", "").split(",")[0])
-    except ValueError:
-        return os.cpu_count() or 1
 
 
 def positive_count(text: str) -> int:
@@ -420,7 +423,7 @@ def run_soak(args: argparse.Namespace, pytest_args: list[str], interruption: Int
     env = {**os.environ, "SOFTMAX_SUITE_EXAMPLES": str(examples_dir.resolve())}
     env.pop("CI", None)  # the nightly profile, not the ci one
     if args.parallel > 1:  # rounds at once share the CPU threads, as each round's workers share its own
-        env["OMP_NUM_THREADS"] = str(max(1, cpu_threads(env) // args.parallel))
+        env["OMP_NUM_THREADS"] = str(max(1, pinning.cpu_threads(env) // args.parallel))
     deadline = time.time() + args.minutes * 60
     earlier = read_summary(args.out)["rounds"] if args.resume else []
     first = max(round_numbers(args.out) + [r["round"] for r in earlier], default=0) + 1

@@ -42,7 +42,7 @@ _test_deadline: float | None = None  # the running test's end of share (this pro
 _ran = 0  # examples the running test ran
 _failed = False  # whether one of them failed: Hypothesis then replays it, and must see it fail again
 _examples_cap: int | None = None  # with --soak-examples-per-test: the examples each test runs (this process)
-_cut = False  # whether the running test's share ended with examples left, which then passed without running
+_cut = False  # whether the running test's share or examples cap ended it with examples left, passed unrun
 
 
 def in_time_box() -> bool:

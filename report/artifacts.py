@@ -85,6 +85,11 @@ def failure(test: str, when: str, text: str, replay: str | None = None) -> dict:
     return {"test": test, "when": when, "headline": (said or lines or [""])[0][:400], "replay": replay}
 
 
+def not_run(outcomes: dict[str, str]) -> int:
+    """The tests a soak round's time box ended before they started, of a run's outcomes (test id -> outcome)."""
+    return sum(outcome == "not run" for outcome in outcomes.values())
+
+
 def verdict(passed: int, failures: list[dict], findings: list, baseline: Path | None, interrupted: bool = False, *,
             known: list[dict] = (), fixed: list[dict] = (), not_run: int = 0) -> str:
     """The report's first line: did the run pass, and what did the gate say.  ``known``: the failures a known
@@ -96,7 +101,7 @@ def verdict(passed: int, failures: list[dict], findings: list, baseline: Path | 
             "no verdict (the run was interrupted)" if interrupted else f"no regression against {baseline.name}")
     word = ("FAILED" if failures or failing else "INTERRUPTED" if interrupted else
             "NOTHING TESTED" if not (passed or known) else "INCOMPLETE" if not_run else "PASSED")
-    counted = f" ({known_failures.counted(len(failures) - len(fixed), known, fixed)})" if known or fixed else ""
+    counted = f" ({said})" if (said := known_failures.said(len(failures), known, fixed)) else ""
     unrun = f", {not_run} not run (the time box ended before they started)" if not_run else ""
     return f"{word}: {passed} test(s) passed, {len(failures)} failed{counted}{unrun}; accuracy gate: {gate}"
 

@@ -10,11 +10,17 @@ def label(finding: str) -> str:
     return finding.split(":", 1)[0].rsplit("/", 1)[-1]
 
 
-def counted(new: int, known: list[dict], fixed: list[dict] = ()) -> str:
-    """"0 new, 5 known (flag_gems: flag-gems.md 1 x3, flag-gems.md 3 x2)": the failures of a run, from its known
-    failures (each ``{"kernel", "findings"}``) and fixed findings (the same), new being the others."""
-    said = f"{new} new, {len(known)} known{grouped(known)}"
+def counted(failures: int, known: list[dict], fixed: list[dict] = ()) -> str:
+    """"0 new, 5 known (flag_gems: flag-gems.md 1 x3, flag-gems.md 3 x2)": a run's ``failures`` (its failed and
+    erred tests, the fixed findings among them), its known failures (each ``{"kernel", "findings"}``, not among the
+    failures) and its fixed findings (the same); new failures are the failures less the fixed findings."""
+    said = f"{failures - len(fixed)} new, {len(known)} known{grouped(known)}"
     return said + (f", {len(fixed)} fixed{grouped(fixed)}" if fixed else "")
+
+
+def said(failures: int, known: list[dict], fixed: list[dict] = ()) -> str:
+    """:func:`counted` where a known finding failed or was fixed; empty where none did (no count to tell apart)."""
+    return counted(failures, known, fixed) if known or fixed else ""
 
 
 def grouped(entries: list[dict]) -> str:

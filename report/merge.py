@@ -308,9 +308,8 @@ def main(out: Path, folders: list[Path], baseline_option: str | None = None, req
         return REFUSED
     findings, unjudged = baseline.judge(reference, merged.categories, invariances.held(merged.invariances), merged.ran,
                               merged.run) if reference else ([], {})
-    not_run = sum(outcome == "not run" for outcome in merged.tests.values())
     verdict = artifacts.verdict(merged.passed, merged.failures, findings, path, known=merged.known,
-                                fixed=merged.fixed, not_run=not_run)
+                                fixed=merged.fixed, not_run=artifacts.not_run(merged.tests))
     for failure in merged.failures:
         print(printable(f"failed: {failure['test']} ({failure['when']}): {failure['headline']}"))
     if reference:
