@@ -22,11 +22,11 @@ from urllib.parse import unquote, urlparse
 import pytest
 
 DISTRIBUTION = "softmax-accuracy-suite"
-# The options the suite's plugins declare (harness/*.py); tests/suite/test_another_folder.py holds this to them.
+# The options the suite's plugins declare (harness/plugins/*.py); tests/suite/test_another_folder.py holds this to them.
 OPTIONS = frozenset({
-    "--device", "--workers-per-device", "--kernel", "--maxfail-per-kernel", "--self-tests",  # harness/plugin.py
+    "--device", "--workers-per-device", "--kernel", "--maxfail-per-kernel", "--self-tests",  # harness/plugins/plugin.py
     "--accuracy-report", "--accuracy-baseline", "--update-baseline", "--prune-baseline", "--require-baseline",
-    "--soak-seed", "--call-timeout",  # harness/session.py
+    "--soak-seed", "--call-timeout",  # harness/plugins/session.py
     "--replay-example", "--shard", "--test-durations", "--record-durations",  # seeding, sharding, scheduling
     "--soak-deadline", "--soak-minutes", "--soak-examples-per-test", "--soak-log", "--progress-every",  # timebox, soak_log
 })
@@ -86,7 +86,8 @@ def checkout() -> Path | None:
     editable install), else the folder pip installed the suite from (its direct_url.json, PEP 610) while it holds
     the suite; None where neither does."""
     for folder in (Path(__file__).resolve().parent, installed_from()):
-        if folder is not None and (folder / "conftest.py").is_file() and (folder / "harness" / "plugin.py").is_file():
+        if folder is not None and (folder / "conftest.py").is_file() and \
+                (folder / "harness" / "plugins" / "plugin.py").is_file():
             return folder
     return None
 

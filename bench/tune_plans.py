@@ -46,7 +46,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.bandwidth_method import card, logits, rotation, shapes, time_ms  # noqa: E402
-from harness.judge import measure  # noqa: E402
+from harness.judging.judge import measure  # noqa: E402
 from kernels import full_softmax  # noqa: E402
 from kernels.full_softmax import host, tuned_plans  # noqa: E402
 from kernels.full_softmax.cuda_plan import (  # noqa: E402

@@ -24,7 +24,7 @@
 5. ``OUT/nightly.md``: the verdict, the comparison, the league, the soak's rounds.
 
 A fleet shares one night: host K runs the night of shard K (``-- --shard K/N ...``,
-:mod:`harness.sharding`) into a folder of its own, and ``--merge-shards NIGHT...``
+:mod:`harness.plugins.sharding`) into a folder of its own, and ``--merge-shards NIGHT...``
 then merges those N nights into ``OUT`` instead of soaking: steps 2 to 5 over their
 records, with the previous night compared as for one host.  Nights that are not
 the shards of one run (another commit, profile, backend or split, a shard missing

@@ -7,7 +7,7 @@ operation and case.  A ``module:function`` kernel must be importable, as with
 ``--kernel`` in a run.  The case is read, never evaluated: a literal grammar
 takes the recipes' calls, numbers, strings, tuples and ``torch.<dtype>``, and
 refuses anything else (:func:`parse_case`), so a pasted argument runs no code.
-The kernel runs under the suite's call guard (:mod:`harness.calls`): a kernel
+The kernel runs under the suite's call guard (:mod:`harness.guard.calls`): a kernel
 that changes its input, returns memory it returned before, raises inside its
 capabilities or outlives the watchdog fails here as in a run, and a kernel named
 by its path runs in a process of its own, as in a run.  Exit status: 0
@@ -33,9 +33,9 @@ from dataclasses import dataclass, fields
 
 from report.text import printable
 
-from .backend import CHOICES, BackendError, activate
+from .device.backend import CHOICES, BackendError, activate
+from .guard.replay_command import RECIPES
 
-RECIPES = ("Case", "Values", "Layout", "Specials", "Mask", "Seam", "Bias")
 NOT_A_CASE = "CASE: not a Case(...) as a failure prints it"
 LITERAL_TYPES = (int, float, str, bool, type(None))  # not bytes, complex or Ellipsis: no recipe holds them
 NAMED_FLOATS = {"inf": math.inf, "nan": math.nan}  # what repr prints for an infinite or NaN float
@@ -50,7 +50,7 @@ def parse_case(text: str):
     ``torch.<dtype>`` for the dtypes a Case may hold.  Anything else, and a recipe whose fields have the
     wrong types, is refused with a ValueError that names it.
     """
-    from . import strategies
+    from .inputs import strategies
 
     text = text.strip()  # eval() ignored leading blanks; ast.parse takes them for an indent
     try:
@@ -77,7 +77,7 @@ def load_grammar() -> Grammar:
     # Imported on first use: the kernels (through the strategies) must import after the backend is chosen.
     from specs.registry import FLOATING
 
-    from . import strategies
+    from .inputs import strategies
 
     dtypes = {str(dtype).removeprefix("torch."): dtype for dtype in sorted(FLOATING, key=str)}
     recipes = {name: getattr(strategies, name) for name in RECIPES}
@@ -249,14 +249,14 @@ def main(argv: list[str] | None = None) -> int:
     warnings.filterwarnings("ignore", category=RuntimeWarning, module="triton.runtime.interpreter")
     try:
         backend = activate(args.device)  # before the kernels import triton
-        from . import torch_state
+        from .internals import torch_state
 
         torch_state.remember()  # torch's softmax before any kernel's import: the guard holds the kernel to it
         from specs.operations import OPERATIONS
 
-        from .calls import Breadcrumbs, Guard, Outputs, Watchdog, guarded
-        from .host import hosted, is_hosted
-        from .session import CALL_GRACE, CALL_TIMEOUT
+        from .guard.calls import Breadcrumbs, Guard, Outputs, Watchdog, guarded
+        from .guard.host import hosted, is_hosted
+        from .plugins.session import CALL_GRACE, CALL_TIMEOUT
 
         limit = CALL_TIMEOUT[backend.name] if args.call_timeout is None else args.call_timeout
         grace = min(CALL_GRACE, limit or CALL_GRACE)
@@ -279,7 +279,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def resolved(selector: str, host: Callable):
     """The kernel ``selector`` names: a registered one imported here, any other run in its own process by
-    ``host(selector)`` (as in a run: :mod:`harness.host`); ValueError where it cannot be had, its module's import
+    ``host(selector)`` (as in a run: :mod:`harness.guard.host`); ValueError where it cannot be had, its module's import
     exiting among them (``sys.exit(0)`` there would end the replay with the status of a pass)."""
     import specs
 
@@ -304,8 +304,8 @@ def built(case, op, backend: str, device):
 
 def replayed(kernel, case, call, backend) -> int:
     """Run ``kernel`` on ``call`` under the guard, judge what it returned, say it: the exit status."""
-    from .calls import ContractBroken, KernelHang
-    from .judge import describe_input, judge_softmax, unknown_construction
+    from .guard.calls import ContractBroken, KernelHang
+    from .judging.judge import describe_input, judge_softmax, unknown_construction
 
     say(f"{kernel.name}, {call.operation.name} on {backend.name} ({backend.device_name}): "
         f"{describe_input(call.x, call.dim)}")

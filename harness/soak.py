@@ -14,7 +14,7 @@ minutes, examples per test, every failure with its replay) and exits 1 if any
 round failed or erred.  A round errs where a test erred, where its pytest broke
 (an exit status other than 0, 1 or 5), and where it tested nothing (no test
 passed or failed: all skipped, or none collected).  A failure that a known
-finding explains (``specs/known_findings.py``, :mod:`harness.known`) is counted
+finding explains (``specs/known_findings.py``, :mod:`harness.plugins.known`) is counted
 as known, not failed; a known finding fixed fails.  A test whose round's time
 box ended before it started is NOT RUN; where a test was not run in any round,
 and nothing failed, the verdict is INCOMPLETE and the exit status 3.
@@ -42,11 +42,11 @@ round's pytest has ended, what is left of its process group (xdist workers whose
 controller a signal ended at once) is killed.
 
 Seeds.  A round's seed is the base of every test's pinned seed
-(:mod:`harness.seeding`), which keeps the example database in use: a round
+(:mod:`harness.plugins.seeding`), which keeps the example database in use: a round
 replays what earlier rounds stored, and its replay line draws the same
 examples again (tests/suite/test_soak.py checks both).
 
-The processes of a round keep its time box with :mod:`harness.timebox` (a pytest plugin).
+The processes of a round keep its time box with :mod:`harness.plugins.timebox` (a pytest plugin).
 """
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ from pathlib import Path
 
 from report import known
 
-from . import pinning
+from .device import pinning
 
 GRACE_SECONDS = 30.0  # a round's pytest, once signalled, has this long to write its soak-log and report
 # How long a round's pytest may run past the soak's end before the driver stops it as hung: its minutes count
@@ -76,7 +76,7 @@ GRACE_SECONDS = 30.0  # a round's pytest, once signalled, has this long to write
 # finishes its example, and a failure found by then is shrunk, for up to Hypothesis's 5 minutes.
 ROUND_MARGIN_SECONDS = 10 * 60.0
 POLL_SECONDS = 0.2  # how often the driver looks for a signal or an overrun while a round runs
-# A round's counts (soak.json's keys) of its tests' outcomes (harness/soak_log.py's words).
+# A round's counts (soak.json's keys) of its tests' outcomes (harness/plugins/soak_log.py's words).
 OUTCOMES = {"passed": "passed", "failed": "failed", "error": "error", "known": "known", "skipped": "skipped",
             "not_run": "not run"}
 INCOMPLETE = 3  # the exit status of a soak that passed but left tests unrun in every round

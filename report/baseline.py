@@ -30,7 +30,7 @@ from pathlib import Path
 from . import files
 
 SCHEMA_VERSION = 2
-PROFILE = "ci"  # the Hypothesis profile of every baseline (harness.session.GATE_PROFILE)
+PROFILE = "ci"  # the Hypothesis profile of every baseline (harness.plugins.session.GATE_PROFILE)
 SLACK = {"max_ulp": (1.0, 0.10), "mean_ulp": (0.05, 0.10)}  # metric -> (absolute, relative)
 SHOWN = ".4g"  # how the tables show a metric: a change below it is no finding
 FAILING = ("regressed", "disappeared", "lost")
@@ -303,7 +303,7 @@ def compare_invariances(baseline_held: dict, held: dict, sources: dict | None = 
 def judge(reference: dict, categories: dict, held: dict, ran: set[str], run: dict) -> tuple[list, dict[str, str]]:
     """The regression gate's findings for a run's categories and invariances held, against the baseline
     ``reference``, and the kernels it cannot judge on this run, with why.  A run judges itself with this at its
-    end (:mod:`harness.reporting`); a merge of shards judges their union with it (:mod:`report.merge`)."""
+    end (:mod:`harness.plugins.reporting`); a merge of shards judges their union with it (:mod:`report.merge`)."""
     stale = other_draws(reference, run)
     kernels = set(reference["kernels"]) | set(categories) | set(held)
     unjudged = dict.fromkeys(kernels, stale) if stale else machine_bound(reference, run)

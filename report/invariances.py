@@ -1,6 +1,6 @@
 """The table kernel x bitwise invariance: held, broken, promised or not.
 
-Tests report one entry per invariance they measured (:mod:`harness.invariance`):
+Tests report one entry per invariance they measured (:mod:`harness.judging.invariance`):
 ``{"kernel", "property", "promised", "held", "counterexample", "test"}``.  Several tests
 may measure the same invariance (batch invariance at several batch sizes); the
 invariance held only if it held in all of them.  A broken promise has already

@@ -1,6 +1,6 @@
 """``python -m report merge OUT SHARD_DIR...``: the reports of one run's shards as one report and one verdict.
 
-A run split over hosts with ``--shard K/N`` (:mod:`harness.sharding`) leaves
+A run split over hosts with ``--shard K/N`` (:mod:`harness.plugins.sharding`) leaves
 one report folder per shard (``--accuracy-report``).  Each shard's
 ``accuracy.json`` carries what merging needs: the run's metadata (commit,
 draws fingerprint, profile, backend, versions, CPU instruction set), which

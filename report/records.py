@@ -3,7 +3,7 @@
 A record is a plain JSON-safe dict: records travel on test reports from xdist
 workers to the controller and land in ``accuracy.json`` unchanged, where
 :mod:`report.summary` sorts them into categories.  The harness measures a
-check and hands the measurements here as fields (:mod:`harness.recording`);
+check and hands the measurements here as fields (:mod:`harness.judging.recording`);
 this module names the fields, in the order ``accuracy.json`` keeps them, and
 refuses a record that lacks one or brings another.
 """

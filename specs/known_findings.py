@@ -1,6 +1,6 @@
 """Known findings: the failures of kernels the suite has already found and written up.
 
-Every run reads this list (:mod:`harness.known`): the gate, a soak's rounds and
+Every run reads this list (:mod:`harness.plugins.known`): the gate, a soak's rounds and
 the nightly.  A failure of a test of a kernel an entry names, whose every part's
 message matches the entry's ``signature``, is a known failure: in a Hypothesis
 test that example passes and the search goes on, and the test is pytest's

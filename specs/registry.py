@@ -81,7 +81,7 @@ class Capabilities(InputLimits):
     ``last_dim_only``, ``unit_row_stride``, ``max_row_length``, ``max_offset``,
     ``empty_rows``, ``in_place``) say which inputs it takes, and ``refusal`` the
     error any other input must raise.  A kernel not ``in_place`` must leave its
-    inputs bit for bit unchanged (:mod:`harness.calls`).  On top of those limits:
+    inputs bit for bit unchanged (:mod:`harness.guard.calls`).  On top of those limits:
     """
 
     # Device type -> the row lengths where the kernel switches code paths (one block to several,

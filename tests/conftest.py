@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import payload, scheduling
+from harness.internals import payload
+from harness.plugins import scheduling
 from tests.subruns import environment
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -50,7 +51,7 @@ def run_folder(tmp_path_factory) -> Path:
 def once(run_folder, request):
     """``once(name, make)``: ``make(folder)`` runs a single time for the whole run, and every test (on every xdist
     worker) gets its JSON-safe result and its folder.  For sub-runs that several tests read.  A test that waits
-    while another makes it has that wait left out of its recorded duration (:func:`harness.scheduling.waited`)."""
+    while another makes it has that wait left out of its recorded duration (:func:`harness.plugins.scheduling.waited`)."""
 
     def run(name: str, make) -> tuple[dict, Path]:
         folder = run_folder / name

@@ -70,7 +70,7 @@ class FakeRuntime:
 def register_npu_kernels() -> None:
     """What torch_npu does for ATen's operators: kernels of its own on the NPU's dispatch key (PrivateUse1), here
     as the runtime starts, once the suite's plugins are loaded and before any kernel is imported; the suite must
-    take them for torch's own (harness/torch_state.py)."""
+    take them for torch's own (harness/internals/torch_state.py)."""
     library = torch.library.Library("aten", "IMPL")
     library.impl("_softmax", lambda x, dim, half_to_float: torch.softmax(x.cpu(), dim).to(x.device), "PrivateUse1")
     NPU_LIBRARIES.append(library)  # a registration lasts as long as its library object

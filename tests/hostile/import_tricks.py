@@ -2,7 +2,7 @@
 that ends its process with status 0, and sets PYTEST_ADDOPTS so that processes started after it deselect fp16.
 
 Imported by the suite's processes, the first turned a failing run into exit status 0 and the second dropped the
-fp16 tests that catch the bug, passing the run.  Imported in its own process (``harness/host.py``), neither
+fp16 tests that catch the bug, passing the run.  Imported in its own process (``harness/guard/host.py``), neither
 reaches the run: its fp16 tests run and fail, and the run says so.
 """
 

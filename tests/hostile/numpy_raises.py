@@ -2,7 +2,7 @@
 
 ``softmax`` is torch's softmax computed in float64 and rounded to fp32, and calls ``numpy.seterr(all="raise")``
 when its module is imported and again in each call (a library checking its own arithmetic may leave numpy so).
-Named by its path it runs in a process of its own (harness/host.py); a module imported in the suite's process (a
+Named by its path it runs in a process of its own (harness/guard/host.py); a module imported in the suite's process (a
 registered kernel's, a peer's library: tests/suite/test_oracle_state.py loads this one with ``-p``) leaves the
 setting where the oracles compute.  Their bounds let exponentials underflow, and divide by zero, on purpose, under
 numpy error handling of their own (oracles/settings.py), so the kernel must pass either way, never fail on a

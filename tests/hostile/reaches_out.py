@@ -2,7 +2,7 @@
 it is right, whatever it does there.
 
 Each takes fp32 only and is judged as a user's kernel of unknown construction, in a process of its own
-(``harness/host.py``):
+(``harness/guard/host.py``):
 
 * ``detach_trick``: a temperature bug (softmax of x / 2, 9e7 ULP off) that sets its input's ``detach`` to return
   x / 2, so that a judge reading the input through the kernel's object would judge the bug right: the suite keeps
@@ -97,7 +97,7 @@ def leaves_a_thread(x: torch.Tensor, dim: int) -> torch.Tensor:
 
 
 def undoes_its_guard(x: torch.Tensor, dim: int) -> torch.Tensor:
-    from harness import calls
+    from harness.guard import calls
 
     if getattr(calls.Guard.call, "undone", False):
         raise ValueError("x: not today")

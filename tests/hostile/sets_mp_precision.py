@@ -2,7 +2,7 @@
 
 ``softmax`` is torch's softmax computed in float64 and rounded to fp32, and sets ``mpmath.mp.prec = 8`` when its
 module is imported and again in each call (a library using mpmath for its own ends may leave its global context
-so).  Named by its path it runs in a process of its own (harness/host.py); a module imported in the suite's
+so).  Named by its path it runs in a process of its own (harness/guard/host.py); a module imported in the suite's
 process (a registered kernel's, a peer's library: tests/suite/test_oracle_state.py loads this one with ``-p``)
 leaves the setting where the oracles compute.  They compute in mpmath contexts of their own (oracles/settings.py),
 so the kernel must pass either way: at 8 bits the oracle's exact values were 3.2e4 fp32 ulps off and Student's

@@ -6,7 +6,7 @@ A test judges one kernel, operation (``specs/operations.py``) and dtype (so
 that no test runs for minutes on a device, where each shape costs a Triton
 compile); a kernel that does not declare the operation or the dtype skips it.  It first draws
 every cell of its coverage matrix that the kernel's capabilities allow
-(:mod:`harness.coverage`), and fails if one stayed empty;
+(:mod:`harness.inputs.coverage`), and fails if one stayed empty;
 then Hypothesis's target phase climbs toward the largest error-to-bound ratio
 and the largest ULP error; the worst input seen is reported at the end of the
 run with its replay line.  The softmax tests run before the others (marked
@@ -21,13 +21,14 @@ import pytest
 import torch
 from hypothesis import example, given, target
 
-from harness import coverage, timebox
-from harness.catalog import CATALOG
-from harness.fixed_inputs import fixed_dtype, longest_fixed_row, row_inputs
-from harness.judge import describe_input, expect_refusal, judge_softmax, unknown_construction
-from harness.recording import make_record
-from harness.replay_command import PREFIX, command
-from harness.strategies import Case, cases, for_operation
+from harness.inputs import coverage
+from harness.plugins import timebox
+from harness.inputs.catalog import CATALOG
+from harness.inputs.fixed_inputs import fixed_dtype, longest_fixed_row, row_inputs
+from harness.judging.judge import describe_input, expect_refusal, judge_softmax, unknown_construction
+from harness.judging.recording import make_record
+from harness.guard.replay_command import PREFIX, command
+from harness.inputs.strategies import Case, cases, for_operation
 from oracles.call import Call
 from oracles.formats import format_of
 from specs.operations import MASKED_SOFTMAX, OPERATIONS, Declared

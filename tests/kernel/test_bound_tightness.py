@@ -1,13 +1,13 @@
 """The derived bounds are tight: torch's softmax comes within a small factor of its bound on a fixed input set; every
 other kernel's largest error-to-bound ratio there is reported (the bounds' own tests: tests/suite/test_bounds.py).
 The set is built in each dtype the kernel declares, in a rank it declares, its rows cut to its limits
-(``harness/fixed_inputs.py``)."""
+(``harness/inputs/fixed_inputs.py``)."""
 
 import pytest
 import torch
 
-from harness.fixed_inputs import longest_fixed_row, row_inputs
-from harness.judge import describe_input, judge_softmax
+from harness.inputs.fixed_inputs import longest_fixed_row, row_inputs
+from harness.judging.judge import describe_input, judge_softmax
 from oracles.call import Call
 from specs.operations import SOFTMAX, TESTED_DTYPES
 from specs.registry import unknown_profile

@@ -33,8 +33,8 @@ import traceback
 import pytest
 import torch
 
-from harness.judge import Judgement, describe_input, expect_refusal, judge_softmax, unknown_construction
-from harness.strategies import ATTENTION_SCALES
+from harness.judging.judge import Judgement, describe_input, expect_refusal, judge_softmax, unknown_construction
+from harness.inputs.strategies import ATTENTION_SCALES
 from oracles.call import Call
 from oracles.formats import format_of
 from specs.operations import OPERATIONS, SOFTMAX, TESTED_DTYPES, Declared
@@ -99,7 +99,7 @@ def shape_past(kernel, backend, elements: int) -> tuple[int, ...]:
 
 def bytes_needed(kernel, op: Declared, dtype: torch.dtype, shape: tuple[int, ...]) -> dict[str, int]:
     """The device memory alive at once, by buffer, while the kernel runs ``op`` on an input of ``shape``: the
-    peak is the guard's comparison after the call (``harness/calls.py``).  The kernel's own workspace is not
+    peak is the guard's comparison after the call (``harness/guard/calls.py``).  The kernel's own workspace is not
     known here: none for full_softmax, 2 to 4 GiB for torch's masked and bf16-to-fp32 softmax on an H100
     (measured peaks, 2026-11-27)."""
     n, row, out = math.prod(shape), shape[-1], (op.out_dtype or dtype).itemsize
@@ -112,7 +112,7 @@ def bytes_needed(kernel, op: Declared, dtype: torch.dtype, shape: tuple[int, ...
         "x": x, "the mask or grad": second, "the guard's copy of x": x, "the guard's copy of the mask or grad": second,
         "the guard's comparison of x with its copy (a bool per byte)": max(x, second),
         "y": returned,
-        # A kernel that need not refuse clearly and returns numbers: torch must accept that input (harness/judge.py).
+        # A kernel that need not refuse clearly and returns numbers: torch must accept that input (harness/judging/judge.py).
         "torch's softmax of x": x if refused and not kernel.clear_refusals else 0,
         "the judged rows of x, mask or grad, y and torch's y": 2 * JUDGED_ROWS * row * (
             dtype.itemsize + second // max(n, 1) + 2 * out),

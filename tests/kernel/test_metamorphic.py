@@ -8,7 +8,7 @@ names the property it broke.
 The bitwise invariances are promises (``specs.registry.INVARIANCES``): each
 test measures its invariance on every kernel, fails a kernel that promised it
 and broke it, and otherwise records whether it held; the end of the run shows
-the table kernel x invariance (``harness.reporting``) and the baseline remembers
+the table kernel x invariance (``harness.plugins.reporting``) and the baseline remembers
 which held, so a kernel that loses one fails the gate.
 """
 
@@ -20,12 +20,12 @@ import torch
 from hypothesis import assume, example, given
 from hypothesis import strategies as st
 
-from harness.catalog import CATALOG
-from harness.fixed_inputs import case_inside, in_rank, rows_rank
-from harness.invariance import exact_shift
-from harness.judge import as_rows, describe_input, judge_softmax
-from harness.timebox import timeboxed
-from harness.strategies import SIZE_CAPS, Case, Layout, SizeCaps, Specials, Values, cases
+from harness.inputs.catalog import CATALOG
+from harness.inputs.fixed_inputs import case_inside, in_rank, rows_rank
+from harness.judging.invariance import exact_shift
+from harness.judging.judge import as_rows, describe_input, judge_softmax
+from harness.plugins.timebox import timeboxed
+from harness.inputs.strategies import SIZE_CAPS, Case, Layout, SizeCaps, Specials, Values, cases
 from oracles import semantics
 from oracles.call import Call
 from oracles.formats import ulp
@@ -69,7 +69,7 @@ def input_space(kernel, backend, copies: int = 1):
 
 def catalog_examples(kernel, **fixed):
     """The regression catalog's unmasked entries as explicit examples (with the test's other arguments ``fixed``),
-    each in a dtype and rank the kernel declares (:func:`harness.fixed_inputs.case_inside`); one whose dim, layout or
+    each in a dtype and rank the kernel declares (:func:`harness.inputs.fixed_inputs.case_inside`); one whose dim, layout or
     row length the kernel refuses is left out by :func:`make`."""
     def add(test):
         for case in CATALOG.values():

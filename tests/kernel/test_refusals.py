@@ -13,10 +13,10 @@ import torch
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from harness.fixed_inputs import fixed_dtype
-from harness.judge import describe_input, expect_refusal, judge_softmax, unknown_construction
-from harness.timebox import timeboxed
-from harness.strategies import Case, Values, cases
+from harness.inputs.fixed_inputs import fixed_dtype
+from harness.judging.judge import describe_input, expect_refusal, judge_softmax, unknown_construction
+from harness.plugins.timebox import timeboxed
+from harness.inputs.strategies import Case, Values, cases
 from oracles.call import Call
 from specs.operations import SOFTMAX
 from specs.registry import Capabilities

@@ -3,7 +3,7 @@ kernel's must be that result exactly (NaN where NaN, 0 or -inf where the rule sa
 masked softmax as the kernel declares them.
 
 The input is tiny: the rule's example row and the same row reversed (the special values at the other end), in a dtype
-and rank the kernel declares (``harness/fixed_inputs.py``).  For
+and rank the kernel declares (``harness/inputs/fixed_inputs.py``).  For
 masked softmax each row gets one more entry, masked, holding a NaN: masked entries count as -inf whatever they
 hold, so the row stays a case of the rule.  The results the rule leaves to arithmetic are the accuracy tests'.
 Nothing here is recorded: the gate's categories come from the accuracy tests alone.
@@ -12,8 +12,8 @@ Nothing here is recorded: the gate's categories come from the accuracy tests alo
 import pytest
 import torch
 
-from harness.fixed_inputs import fixed_dtype, row_inputs
-from harness.judge import as_rows, describe_input
+from harness.inputs.fixed_inputs import fixed_dtype, row_inputs
+from harness.judging.judge import as_rows, describe_input
 from oracles import semantics
 from oracles.call import Call
 from oracles.ulp import ulp_distance

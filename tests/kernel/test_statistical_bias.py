@@ -20,10 +20,10 @@ import torch
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from harness import timebox
-from harness.fixed_inputs import longest_fixed_row, rows_rank
-from harness.judge import as_rows, describe_input
-from harness.strategies import SIZE_CAPS, Case, Values, longest_row
+from harness.plugins import timebox
+from harness.inputs.fixed_inputs import longest_fixed_row, rows_rank
+from harness.judging.judge import as_rows, describe_input
+from harness.inputs.strategies import SIZE_CAPS, Case, Values, longest_row
 from oracles import correctly_rounded
 from oracles.bias import MIN_ROWS, measure_bias
 from oracles.call import Call
@@ -49,7 +49,7 @@ def bias_rows(dtype: torch.dtype, n: int, values: Values) -> int:
 
 
 def bias_rank(capabilities) -> int:
-    """The rank drawn: one that holds rows (:func:`harness.fixed_inputs.rows_rank`), else single rows (rank 1)."""
+    """The rank drawn: one that holds rows (:func:`harness.inputs.fixed_inputs.rows_rank`), else single rows (rank 1)."""
     return rows_rank(capabilities, 2) or 1
 
 

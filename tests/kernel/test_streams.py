@@ -14,9 +14,9 @@ the race is no matter of luck: the result is judged as any other.
 import pytest
 import torch
 
-from harness.fixed_inputs import fixed_dtype, longest_fixed_row, row_inputs
-from harness.judge import Judgement, describe_input, judge_softmax
-from harness.strategies import Case, Values
+from harness.inputs.fixed_inputs import fixed_dtype, longest_fixed_row, row_inputs
+from harness.judging.judge import Judgement, describe_input, judge_softmax
+from harness.inputs.strategies import Case, Values
 from oracles.call import Call
 from specs.operations import SOFTMAX
 
@@ -28,7 +28,7 @@ WHY = ("the input was written on the caller's stream (a new one, held busy) just
 
 
 def judged_on_a_busy_stream(kernel, backend) -> Judgement:
-    """The kernel's softmax of an input it declares (its dtype, rank and longest row: ``harness/fixed_inputs.py``),
+    """The kernel's softmax of an input it declares (its dtype, rank and longest row: ``harness/inputs/fixed_inputs.py``),
     called on a busy stream right after the input's write there."""
     if backend.name != "cuda":
         pytest.skip(f"CUDA streams; this run's backend is {backend.name}")

@@ -1,7 +1,7 @@
 """Scenario for tests/suite/test_scheduling.py: eight tests, each writing down which worker ran it, in order.
 
 ``CARDS_NAPS="5:0.4,2:0.2"`` makes cards 5 and 2 take that many seconds; ``CARDS_FIRST="7"`` marks card 7 ``first``;
-``CARDS_WAITS="3:0.5"`` makes card 3 wait that long for another test's work (:func:`harness.scheduling.waited`)."""
+``CARDS_WAITS="3:0.5"`` makes card 3 wait that long for another test's work (:func:`harness.plugins.scheduling.waited`)."""
 
 import os
 import time
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import scheduling
+from harness.plugins import scheduling
 
 NAPS = dict(pair.split(":") for pair in os.environ.get("CARDS_NAPS", "").split(",") if pair)
 FIRST = set(os.environ.get("CARDS_FIRST", "").split(","))

@@ -8,9 +8,9 @@ import os
 
 import torch
 
-from harness.judge import judge_softmax
-from harness.strategies import matrix
-from harness.recording import make_record
+from harness.judging.judge import judge_softmax
+from harness.inputs.strategies import matrix
+from harness.judging.recording import make_record
 from oracles.call import Call
 from specs import torch_softmax
 from specs.operations import SOFTMAX

@@ -14,7 +14,7 @@ import torch
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from harness.timebox import timeboxed
+from harness.plugins.timebox import timeboxed
 
 from specs import known_findings
 from specs.known_findings import ANY, KnownFinding

@@ -1,6 +1,6 @@
 """Scenario for tests/suite/test_hostile.py, loaded as a plugin (``-p tests.scenarios.misbehaving_registered``): two
 misbehaving kernels registered, so that they run in the suite's own processes as registered kernels do
-(``harness/host.py`` hosts only kernels named by their path).  One ends its process inside a call, one is deaf to
+(``harness/guard/host.py`` hosts only kernels named by their path).  One ends its process inside a call, one is deaf to
 the watchdog's alarm: a worker dies, or the watchdog's last resort ends it, and the run names the call.
 """
 

@@ -7,7 +7,7 @@ import time
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness.timebox import timeboxed
+from harness.plugins.timebox import timeboxed
 
 
 @given(st.integers(0, 10**6))

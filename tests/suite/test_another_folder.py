@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import pytest_softmax_suite
-from harness.replay_command import PREFIX
+from harness.guard.replay_command import PREFIX
 from tests.subruns import environment
 
 ROOT = Path(__file__).resolve().parents[2]

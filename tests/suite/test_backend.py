@@ -3,8 +3,8 @@
 import pytest
 import torch
 
-from harness import backend as backend_module
-from harness.backend import BackendError, resolve_name
+from harness.device import backend as backend_module
+from harness.device.backend import BackendError, resolve_name
 
 
 def test_auto_prefers_npu_then_cuda_then_cpu(monkeypatch):

@@ -10,7 +10,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness.judge import judge_softmax
+from harness.judging.judge import judge_softmax
 from oracles import backward
 from oracles.backward import backward_rows, exact_log_row, exact_row, log_backward_rows
 from oracles.bounds import PrecisionProfile, softmax_backward_bound

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from harness.strategies import Values
+from harness.inputs.strategies import Values
 from oracles.bias import MIN_ROWS, measure_bias, t_quantile
 from oracles.bounds import PrecisionProfile, Reduction
 from oracles.formats import FP64, format_of

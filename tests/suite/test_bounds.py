@@ -11,11 +11,11 @@ import torch
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from harness.backend import Backend
-from harness.catalog import CATALOG
-from harness.judge import as_rows, bounds, judge_softmax, measure, oracle_of
-from harness.recording import make_record
-from harness.strategies import VALUE_CLASSES, Case, Layout, Values, cases, for_operation, matrix
+from harness.device.backend import Backend
+from harness.inputs.catalog import CATALOG
+from harness.judging.judge import as_rows, bounds, judge_softmax, measure, oracle_of
+from harness.judging.recording import make_record
+from harness.inputs.strategies import VALUE_CLASSES, Case, Layout, Values, cases, for_operation, matrix
 from oracles import correctly_rounded, profiles
 from oracles.bounds import (Arithmetic, PrecisionProfile, Reduction, log_softmax_backward_bound, log_softmax_bound,
                             softmax_backward_bound, softmax_bound)

@@ -6,8 +6,8 @@ from dataclasses import replace
 import pytest
 import torch
 
-from harness.calls import ContractBroken
-from harness.judge import expect_refusal, judge_softmax
+from harness.guard.calls import ContractBroken
+from harness.judging.judge import expect_refusal, judge_softmax
 from kernels.fused_softmax import softmax as fused_softmax
 from oracles.call import Call
 from specs.operations import SOFTMAX

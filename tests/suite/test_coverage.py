@@ -1,6 +1,6 @@
 """The coverage matrix at the end of a run: an accuracy test per dtype, one matrix per kernel and operation."""
 
-from harness.coverage import Space, merged, render
+from harness.inputs.coverage import Space, merged, render
 
 CLASSES = {"values": ["normal", "equal"], "layouts": ["contiguous"], "specials": ["finite"]}
 

@@ -1,4 +1,4 @@
-"""What crosses between the suite and a kernel's process (harness/crossing.py): tensors with their whole storage and
+"""What crosses between the suite and a kernel's process (harness/guard/crossing.py): tensors with their whole storage and
 view, plain data and the suite's records, and nothing else: no class the sender names, no subclass, no attribute."""
 
 import json
@@ -8,7 +8,7 @@ from multiprocessing.connection import Connection
 import pytest
 import torch
 
-from harness.crossing import CrossingError, receive, send
+from harness.guard.crossing import CrossingError, receive, send
 from oracles.profiles import TORCH_CPU
 from oracles.bounds import PrecisionProfile, Reduction
 from specs.registry import Capabilities

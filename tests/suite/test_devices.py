@@ -15,9 +15,9 @@ import pytest
 import torch
 import triton
 
-from harness import backend as backend_module
-from harness import pinning
-from harness.backend import resolve_name
+from harness.device import backend as backend_module
+from harness.device import pinning
+from harness.device.backend import resolve_name
 from kernels import full_softmax, launch
 from kernels.full_softmax import buffer_plan, host, launch_cache
 from oracles.call import Call

@@ -6,10 +6,10 @@ import pytest
 import torch
 from hypothesis import find, settings
 
-from harness import coverage, strategies
-from harness.judge import judge_softmax
+from harness.inputs import coverage, strategies
+from harness.judging.judge import judge_softmax
 from harness.replay import parse_case
-from harness.strategies import POSITIVE, Case, ValueClass, Values
+from harness.inputs.strategies import POSITIVE, Case, ValueClass, Values
 from oracles.call import Call
 from specs import operations
 from specs.operations import Declared

@@ -1,4 +1,4 @@
-"""A failure of every kind of test that judges a kernel is told on one screen (harness/failures.py): what failed, on
+"""A failure of every kind of test that judges a kernel is told on one screen (harness/plugins/failures.py): what failed, on
 which input, and a replay line that reproduces it as printed; ``--tb=long`` brings pytest's whole traceback back.
 
 One sub-run fails each kind of test with a planted bug, under the mutation profile (the gate's examples, each test
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.failures import HYPOTHESIS_NOTES_LEFT_OUT
-from harness.replay_command import PREFIX
+from harness.plugins.failures import HYPOTHESIS_NOTES_LEFT_OUT
+from harness.guard.replay_command import PREFIX
 from tests.subruns import environment
 
 ROOT = Path(__file__).resolve().parents[2]

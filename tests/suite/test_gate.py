@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.strategies import VALUE_CLASSES
+from harness.inputs.strategies import VALUE_CLASSES
 from report import baseline
 from tests.scenarios.gate_kernel import GATE_KERNEL, GATE_TESTS as ACCURACY
 

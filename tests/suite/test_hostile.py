@@ -164,7 +164,7 @@ def test_a_kernel_whose_import_replaces_torchs_softmax_is_refused_before_any_tes
 def test_a_flushing_mode_is_told_in_words_and_turned_off():
     import torch
 
-    from harness.subnormals import flushing, restore
+    from harness.internals.subnormals import flushing, restore
 
     assert flushing() is None
     if not torch.set_flush_denormal(True):
@@ -296,8 +296,8 @@ def test_a_call_for_an_fp32_output_is_named_and_replayed_as_that_operation(tmp_p
     """A call's breadcrumb and replay name its operation: a crash asking for fp32 output replays that call."""
     import torch
 
-    from harness import calls
-    from harness.strategies import Case, Values
+    from harness.guard import calls
+    from harness.inputs.strategies import Case, Values
     from specs.registry import resolve
 
     started = []
@@ -318,8 +318,8 @@ def test_a_call_that_finds_the_arithmetic_flushing_fails_turns_it_off_and_the_ne
     """What a call the watchdog stopped after it turned flushing on leaves behind (its checks never ran)."""
     import torch
 
-    from harness import calls
-    from harness.subnormals import flushing
+    from harness.guard import calls
+    from harness.internals.subnormals import flushing
     from specs.registry import resolve
 
     breadcrumbs = calls.Breadcrumbs(tmp_path, "this")

@@ -1,7 +1,7 @@
-"""The private Hypothesis internals the suite relies on still do what harness/hypothesis_internals.py says.
+"""The private Hypothesis internals the suite relies on still do what harness/internals/hypothesis_internals.py says.
 
 Each test fails when a Hypothesis version renames, drops or changes the internal: then the draws of a gate would
-no longer be its baseline's, and harness/hypothesis_internals.py is the one place to fix.
+no longer be its baseline's, and harness/internals/hypothesis_internals.py is the one place to fix.
 """
 
 import inspect
@@ -16,8 +16,9 @@ from hypothesis.errors import DidNotReproduce
 from hypothesis.internal.conjecture import engine, providers
 from hypothesis.reporting import with_reporter
 
-from harness import hypothesis_internals, profiles
-from harness.session import session_of
+from harness.internals import hypothesis_internals
+from harness.plugins import profiles
+from harness.plugins.session import session_of
 
 
 def drawn(seed: int) -> list[int]:
@@ -65,7 +66,7 @@ def test_the_miner_turned_off_is_the_one_hypothesis_draws_constants_from():
 def test_no_constant_is_mined_from_the_suites_own_modules():
     """Hypothesis would draw now and then a constant of the suite's source: then editing a suite module,
     or importing one earlier, would change what a derandomised run draws, and move the baseline."""
-    import harness.strategies  # noqa: F401  (a local module full of constants, imported)
+    import harness.inputs.strategies  # noqa: F401  (a local module full of constants, imported)
 
     assert len(providers._get_local_constants()) == 0
 
@@ -110,7 +111,7 @@ def test_a_failing_example_shrinks_within_the_bound_still_fails_and_says_the_bou
     # bound is checked between calls, and the smallest example found is run once more to report it.
     assert 1 < time.perf_counter() - failures[0] < 4
     assert not any(words in line for line in said for words in ("five minutes", "PLEASE REPORT", "@seed(")), said
-    assert "Hypothesis stopped shrinking at the run's bound of 1 s (harness/profiles.py): the failing example told " \
+    assert "Hypothesis stopped shrinking at the run's bound of 1 s (harness/plugins/profiles.py): the failing example told " \
            "is the smallest it had found by then" in said
 
 
@@ -118,7 +119,7 @@ FAILING_EXAMPLE = ("Falsifying example", "Failing test case")  # how Hypothesis 
 
 
 def test_a_failures_blob_replays_its_example_alone_and_a_passing_replay_is_told_apart():
-    """What a replay line's --replay-example runs (harness/seeding.py): the failing example, and no other."""
+    """What a replay line's --replay-example runs (harness/plugins/seeding.py): the failing example, and no other."""
     seen = []
 
     def body(n):

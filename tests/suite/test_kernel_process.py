@@ -1,4 +1,4 @@
-"""A kernel named by its path runs in a process of its own (harness/host.py): whatever it does there, from inside a
+"""A kernel named by its path runs in a process of its own (harness/guard/host.py): whatever it does there, from inside a
 call or at its import, reaches neither the input the suite judges by, nor the test's outcome, nor the run's exit
 status, nor its time; and the suite's process never imports it (issue 46)."""
 
@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from harness.calls import Breadcrumbs, ContractBroken
-from harness.host import KernelRefused, hosted, raised, record_of
+from harness.guard.calls import Breadcrumbs, ContractBroken
+from harness.guard.host import KernelRefused, hosted, raised, record_of
 from specs.registry import Capabilities
 from tests import junit
 from tests.subruns import environment

@@ -5,8 +5,8 @@ import types
 
 import pytest
 
-from harness.calls import ContractBroken
-from harness.failures import one_screen
+from harness.guard.calls import ContractBroken
+from harness.plugins.failures import one_screen
 from report import artifacts
 from report.text import markdown_code, printable
 from tests.hostile.markup_message import CONTROL, MARKUP

@@ -10,7 +10,7 @@ import sys
 import pytest
 import torch
 
-from harness import known
+from harness.plugins import known
 from report.known import counted, label
 from specs import known_findings
 from specs.known_findings import KNOWN_FINDINGS, KnownFinding
@@ -162,7 +162,7 @@ FIGURES = "kernel: max 6 ULP, mean 0.279 over {} result(s){}; torch on the same 
 
 
 def beyond(kernel: str, bad: int, special: int, worst: str, non_finite: int = 0, fmt: str = "float32") -> str:
-    """A BeyondBound failure as the judge words it (harness/judge.py's explain)."""
+    """A BeyondBound failure as the judge words it (harness/judging/judge.py's explain)."""
     specials = f"; {special} of them special: results that are exact whatever the rounding" if special else ""
     nan = f", and {non_finite} NaN or inf where the oracle's result is finite (or the reverse)" if non_finite else ""
     return (f"BeyondBound: {kernel}: {bad} of 8192 elements beyond the derived bound {BOUND.format(fmt)}{specials}\n"

@@ -25,7 +25,7 @@ import re
 
 import pytest
 
-from harness import payload
+from harness.internals import payload
 from specs import mutants
 from specs.mutants import BUG_CLASSES
 from specs.operations import OPERATIONS
@@ -161,8 +161,8 @@ def as_parents(caught: dict[str, list[str]], parent: str) -> list[str]:
     ("assert np.False_\n +  where np.False_ = <function all>(array([1]))", True),
     ("ModuleNotFoundError: No module named 'gmpy2'", False),
     ("tests/kernel/test_accuracy.py::test_output_within_derived_bound[specs.mutants:m-softmax-float32]\n"
-     "harness.calls.ContractBroken: specs.mutants:m softmax on shape=(2, 3): the kernel raised IndexError", False),
-    ("harness.calls.KernelHang: specs.mutants:m softmax on shape=(2, 3): the call did not return within 2 s", False),
+     "harness.guard.calls.ContractBroken: specs.mutants:m softmax on shape=(2, 3): the kernel raised IndexError", False),
+    ("harness.guard.calls.KernelHang: specs.mutants:m softmax on shape=(2, 3): the call did not return within 2 s", False),
 ])
 def test_only_a_verdict_on_the_numbers_counts_as_a_catch(message, verdict):
     assert is_verdict(message) == verdict

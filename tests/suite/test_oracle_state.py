@@ -109,7 +109,7 @@ def test_students_quantile_is_computed_and_kept_at_the_oracles_own_precision():
 
 @pytest.mark.parametrize("hostile", ["sets_mp_precision", "numpy_raises"])
 def test_a_correct_kernel_that_changes_the_process_numerics_passes(run_pytest, hostile):
-    """Its accuracy and bias tests pass.  Named by its path, it runs in a process of its own (harness/host.py):
+    """Its accuracy and bias tests pass.  Named by its path, it runs in a process of its own (harness/guard/host.py):
     its module is loaded into the suite's process too, as a plugin, as a registered kernel or a peer's library is
     imported there, so the oracles judge under the settings its import leaves.  TRITON_INTERPRET is set from the
     start: the module imports triton before the run would set it."""

@@ -235,7 +235,7 @@ flag_gems_5_0_2_on_a_gpu = pytest.mark.skipif(
 def test_flag_gems_5_0_2_log_softmax_of_a_row_holding_a_nan_is_not_nan():
     from flag_gems import ops
 
-    from harness.catalog import CATALOG
+    from harness.inputs.catalog import CATALOG
 
     x, _ = CATALOG["NaN dropped by the max"].make("cuda")
     assert torch.equal(ops.log_softmax(x, 1, False).isnan(), torch.log_softmax(x, 1).isnan())
@@ -246,7 +246,7 @@ def test_flag_gems_5_0_2_log_softmax_of_a_row_holding_a_nan_is_not_nan():
 def test_flag_gems_5_0_2_softmax_over_a_leading_dim_drops_nan():
     from flag_gems import ops
 
-    from harness.strategies import Case, Specials, Values
+    from harness.inputs.strategies import Case, Specials, Values
 
     x, _ = Case((1025, 16, 34), 0, torch.bfloat16, Values("normal", 0.001), specials=Specials(nan=0.01),
                 seed=0).make("cuda")
@@ -281,7 +281,7 @@ def backward_judged_as_unknown(name: str, case_text: str, op: str = "softmax_bac
     """The kernel ``name``'s softmax (or log_softmax) backward on the recipe ``case_text`` (on CUDA), judged as a
     kernel of unknown construction: a verdict whose ``ok`` says whether every element is within the bound of a
     correct one."""
-    from harness.judge import judge_softmax, unknown_construction
+    from harness.judging.judge import judge_softmax, unknown_construction
     from harness.replay import parse_case
     from specs.operations import OPERATIONS
 

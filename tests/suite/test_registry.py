@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import specs
-from harness.session import session_of
+from harness.plugins.session import session_of
 from kernels import torch_softmax
 from specs.registry import USER_CONTRACT, Capabilities, resolve
 

@@ -15,9 +15,9 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness.catalog import CATALOG
+from harness.inputs.catalog import CATALOG
 from harness.replay import RECIPES, parse_case
-from harness.strategies import Case, Layout, Mask, Specials, Values, cases
+from harness.inputs.strategies import Case, Layout, Mask, Specials, Values, cases
 from specs.registry import Capabilities
 from tests.subruns import environment
 

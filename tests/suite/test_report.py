@@ -13,8 +13,9 @@ import hypothesis
 import pytest
 import torch
 
-from harness import seeding, strategies
-from harness.session import Draws
+from harness.plugins import seeding
+from harness.inputs import strategies
+from harness.plugins.session import Draws
 from report import artifacts, baseline, files
 from report.summary import ULP_BUCKETS, categorize
 from report.__main__ import main as report_cli
@@ -102,7 +103,7 @@ def test_two_derandomised_runs_give_identical_statistics(run_pytest, tmp_path):
     fresh checkout can: the inputs drawn must not depend on what other processes leave there."""
     categories = []
     for name, cache in (("first", contextlib.nullcontext()),
-                        ("second", half_written_constants_cache(ROOT / "harness" / "strategies.py"))):
+                        ("second", half_written_constants_cache(ROOT / "harness" / "inputs" / "strategies.py"))):
         with cache:
             result = run_pytest("-n", "2", *FP32_ACCURACY, "--kernel", "torch", "--accuracy-report",
                                 str(tmp_path / name))
@@ -385,7 +386,7 @@ def test_torch_on_the_cpu_is_judged_only_on_the_baselines_instruction_set(backen
 def test_the_verdict_counts_as_passed_only_tests_that_passed():
     """Skips and expected failures inside a test body come as call reports too: the H100 summary said 400 passed
     where pytest counted 385."""
-    from harness.reporting import Gatherer
+    from harness.plugins.reporting import Gatherer
 
     no_terminal = types.SimpleNamespace(pluginmanager=types.SimpleNamespace(get_plugin=lambda name: None))
     gatherer = Gatherer(config=no_terminal)
@@ -446,7 +447,7 @@ def test_a_corrupt_durations_file_is_a_usage_error(run_pytest, tmp_path):
      "BeyondBound: k: 3 of 8 elements beyond the derived bound"),  # the one-screen failure, led by its test id
     ("tests/t.py::test_x[k]\nHypothesis found 2 distinct failures (ExceptionGroup of 2); the first, told here "
      "(--tb=long tells them all):\nAssertionError: k returned numbers\nreplay in one step: python -m pytest",
-     "AssertionError: k returned numbers"),  # a group's, by its first failure (harness/failures.py)
+     "AssertionError: k returned numbers"),  # a group's, by its first failure (harness/plugins/failures.py)
     ("def test_x():\n>       assert 1 == 2\nE       AssertionError: assert 1 == 2", "AssertionError: assert 1 == 2"),
     ("[gw0] linux -- Python 3.11.7 /usr/bin/python\nworker 'gw0' crashed while running 'tests/t.py::test_x[k]'",
      "worker 'gw0' crashed while running 'tests/t.py::test_x[k]'"),
@@ -458,8 +459,8 @@ def test_a_failures_headline_in_the_reports_is_what_it_said_not_its_test_id(text
 def test_a_failure_and_its_record_name_the_same_worst_element():
     """A row with -inf (its 0 is special: exact whatever the rounding) and one output element pushed off: the
     explanation and the record both name that element, never the special one."""
-    from harness.judge import judge_softmax
-    from harness.recording import worst_element
+    from harness.judging.judge import judge_softmax
+    from harness.judging.recording import worst_element
     from oracles.call import Call
     from specs import torch_softmax
     from specs.operations import SOFTMAX
@@ -494,8 +495,8 @@ def test_a_failure_is_said_when_it_happens_with_its_replay(run_pytest):
 def a_record_missing_special_values() -> dict:
     """A row of -inf, whose softmax is NaN, given as a uniform row beside a row given right: every miss is a result
     special values decide, and no element judged by a bound is off (max and mean ULP 0, no NaN or inf)."""
-    from harness.judge import judge_softmax
-    from harness.recording import error_statistics
+    from harness.judging.judge import judge_softmax
+    from harness.judging.recording import error_statistics
     from oracles.call import Call
     from report.records import record
     from specs import torch_softmax
@@ -522,7 +523,7 @@ def cells_of(header: str, row: str, separator: str = "|") -> dict[str, str]:
 def test_special_value_misses_have_a_column_of_their_own_in_every_table(tmp_path):
     """A row of 0 ULP, mean 0 and 4 violations says what the violations are: results special values decide,
     missed (issue 48, item 10).  In the report's tables (summary.md, index.html), the league's and the terminal's."""
-    from harness.reporting import category_table
+    from harness.plugins.reporting import category_table
     from report import league
     from report.summary import categorize
 
@@ -592,7 +593,7 @@ def test_each_dtype_has_a_colour_of_its_own_and_the_legend_names_it(tmp_path, mo
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.float64])
 def test_a_records_allclose_is_torch_testing_assert_closes_verdict(dtype):
-    from harness.recording import allclose
+    from harness.judging.recording import allclose
 
     g = torch.Generator().manual_seed(0)
     expected = (torch.randn(64, 64, generator=g, dtype=torch.float64) * 10.0 ** torch.randint(

@@ -11,7 +11,7 @@ test that catches it and the seconds to that failure.
 
 import pytest
 
-from harness import payload
+from harness.internals import payload
 from specs.reported_bugs import BUGS, BY_NAME
 from tests.suite.test_mutation import failing_tests
 

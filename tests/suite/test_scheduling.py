@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from harness.scheduling import first_looks_then_longest
+from harness.plugins.scheduling import first_looks_then_longest
 
 QUICK = ("--device", "cpu", "tests/suite/test_formats.py")
 

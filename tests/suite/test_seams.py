@@ -1,4 +1,4 @@
-"""The seam placements (harness/seams.py) put their values where kernels break, and declarations only add coverage."""
+"""The seam placements (harness/inputs/seams.py) put their values where kernels break, and declarations only add coverage."""
 
 import math
 
@@ -8,9 +8,9 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness import coverage
-from harness.seams import PLACEMENTS, POWERS, Seam, tiles, variants
-from harness.strategies import SIZE_CAPS, Case, Mask, Values, cases
+from harness.inputs import coverage
+from harness.inputs.seams import PLACEMENTS, POWERS, Seam, tiles, variants
+from harness.inputs.strategies import SIZE_CAPS, Case, Mask, Values, cases
 from specs.registry import HALF_AND_SINGLE, Capabilities
 
 T = 8  # a tile small enough to read the rows below

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from harness import nightly
-from harness.sharding import split
+from harness.plugins.sharding import split
 from report import artifacts, baseline, invariances, merge
 from report.__main__ import main as report_cli
 from report.summary import categorize

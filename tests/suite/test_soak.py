@@ -9,7 +9,8 @@ import time
 
 import pytest
 
-from harness import soak, timebox
+from harness import soak
+from harness.plugins import timebox
 from tests.scenarios.soak_stalled import is_running, stalled_pid
 from tests.subruns import environment
 
@@ -124,7 +125,7 @@ def test_draws(n):
 """
 CI_PROFILE_ONLY = """
 from hypothesis import settings
-pytest_plugins = ["harness.seeding"]
+pytest_plugins = ["harness.plugins.seeding"]
 settings.register_profile("ci", max_examples=20, derandomize=True, database=None)
 """
 

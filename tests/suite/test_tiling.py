@@ -1,4 +1,4 @@
-"""A tiled kernel that declares one tile is warned (harness/tiling.py, issue 48, item 9); this project's kernels and
+"""A tiled kernel that declares one tile is warned (harness/device/tiling.py, issue 48, item 9); this project's kernels and
 the README's example, each of which declares what it does, are not."""
 
 import math
@@ -7,8 +7,9 @@ import warnings
 import pytest
 import torch
 
-from harness import calls, tiling
-from harness.judge import judge_softmax
+from harness.guard import calls
+from harness.device import tiling
+from harness.judging.judge import judge_softmax
 from oracles.call import Call
 from specs.operations import OPERATIONS
 from specs.registry import declares, resolve

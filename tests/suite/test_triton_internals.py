@@ -1,4 +1,4 @@
-"""The private internals of Triton's interpreter the suite changes still do what harness/triton_internals.py says,
+"""The private internals of Triton's interpreter the suite changes still do what harness/internals/triton_internals.py says,
 and the changes cost no bit: a kernel whose helpers patch the language once, whose dtypes are looked up once and
 whose sums are watched computes what it did before."""
 
@@ -9,7 +9,7 @@ import torch
 import triton
 import triton.language as tl
 
-from harness import triton_internals
+from harness.internals import triton_internals
 
 
 @pytest.fixture
@@ -22,7 +22,7 @@ def interpreter(backend):
 
 
 def test_a_device_function_call_still_patches_the_language(interpreter):
-    """When it no longer does, harness/triton_internals.py has nothing left to do: remove it."""
+    """When it no longer does, harness/internals/triton_internals.py has nothing left to do: remove it."""
     assert "_patch_lang(self.fn)" in inspect.getsource(interpreter.InterpretedFunction.__call__)
 
 
@@ -45,7 +45,7 @@ def test_the_run_patches_the_language_once_a_launch_and_restores_it_after(interp
 
 
 def test_a_dtype_is_still_looked_up_by_the_interpreters_operations(interpreter):
-    """When none calls it, harness/triton_internals.py has nothing left to do there: remove that change."""
+    """When none calls it, harness/internals/triton_internals.py has nothing left to do there: remove that change."""
     assert inspect.getsource(interpreter).count("_get_np_dtype(") > 1  # its definition, and calls
 
 
@@ -82,8 +82,8 @@ def test_the_same_bits_with_the_interpreters_internals_as_they_were(interpreter,
 
 
 def test_each_tl_sum_still_tells_how_wide_it_is(interpreter):
-    """When the interpreter sums elsewhere than ``ReduceOps.sum``, harness/tiling.py sees no sum: watch what does."""
-    from harness import tiling
+    """When the interpreter sums elsewhere than ``ReduceOps.sum``, harness/device/tiling.py sees no sum: watch what does."""
+    from harness.device import tiling
     from kernels import rowwise
 
     if getattr(interpreter.ReduceOps.apply_impl, "folds_by_slices", False):

@@ -1,0 +1,132 @@
+"""Which seed each Hypothesis test draws from, and a fingerprint of what the gate draws.
+
+A gate run (profile ``ci``) and every soak round pin each test's seed: a base (0 under
+``ci``, the round's ``--soak-seed`` in a soak) plus a hash of the test's qualified name.
+Not ``derandomize``: it hashes the test's source, so an edit of a test moved its draws and
+the gate compared other inputs with its baseline's (it flagged torch's own softmax).  Not
+``--hypothesis-seed`` nor ``@seed``: Hypothesis then reads no example database, and what a
+soak stored would never be replayed (:func:`harness.internals.hypothesis_internals.pin_seed`).  The
+seed is pinned on the test functions at collection and, by :func:`harness.plugins.timebox.timeboxed`,
+on the bodies that tests define inside themselves.
+
+Which base a run pins (if any) is decided with its profile by :mod:`harness.plugins.session`.
+
+``--replay-example VERSION:BLOB``, which a failure's replay line carries
+(:mod:`harness.plugins.failures`), makes every Hypothesis test of the run run only that
+example, the one Hypothesis's ``@reproduce_failure`` names: the replay fails as
+the failure did, and passes once the example passes (where Hypothesis would
+fail it for not reproducing).
+
+A baseline's statistics hold for the inputs they came from.  :func:`draws_fingerprint`
+digests what decides a run's draws (the seeding scheme and base, the profile's
+budget, whether an example database is replayed) and the first cases a pinned
+test draws on the backend; the baseline keeps it, and the gate judges no kernel
+against a baseline drawn from other inputs (other strategies, another
+Hypothesis, another seeding or profile).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import zlib
+
+import pytest
+from hypothesis import HealthCheck, Phase, given, settings
+
+from ..internals import hypothesis_internals
+from . import profiles
+from .session import GATE_PROFILE, Draws, draws_of
+
+SCHEME = "base + crc32(module.qualname), accuracy tests per dtype"  # in the fingerprint: a new scheme draws other inputs
+_base: int | None = None  # this process's base seed, if seeds are pinned
+_example: str | None = None  # --replay-example: the one example every Hypothesis test of this process runs
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("softmax", "softmax accuracy suite")
+    group.addoption("--replay-example", metavar="VERSION:BLOB",
+                    help="run only this example in each Hypothesis test (Hypothesis's @reproduce_failure): what a "
+                         "failure's replay line names")
+
+
+def seed_of(name: str, base: int) -> int:
+    return (base + zlib.crc32(name.encode())) % 2**32
+
+
+def pin_seed(test):
+    """Give a test (or the body ``@given`` wraps) its pinned seed, if this run pins seeds, and the one example it
+    replays, if the run replays one."""
+    if _base is not None:
+        hypothesis_internals.pin_seed(test, seed_of(f"{test.__module__}.{test.__qualname__}", _base))
+    if _example is not None:
+        hypothesis_internals.reproduced(test, _example)
+    return test
+
+
+GATE_DRAWS = Draws(GATE_PROFILE, 0, None)  # what every gate and baseline draws
+
+
+def draws_fingerprint(backend: str, draws: Draws = GATE_DRAWS, examples: int = 40) -> str | None:
+    """A digest of what decides a run's draws and of the first ``examples`` cases a pinned test draws on ``backend``;
+    None when seeds are not pinned (the draws are random: no two runs compare).
+
+    The backend's own: each has its size caps (a CUDA baseline taken before its row cap was
+    raised flagged torch.softmax, which had not changed, when drawn with the CPU's caps).
+    """
+    if draws.seed_base is None:
+        return None
+    # Imported here: the kernels import triton, which the backend must first set up.
+    from specs.registry import Capabilities
+
+    from ..inputs.strategies import cases
+
+    drawn = []
+
+    @settings(max_examples=examples, database=None, phases=[Phase.generate], deadline=None,
+              suppress_health_check=list(HealthCheck))
+    @given(case=cases(Capabilities(), backend))
+    def draw(case):
+        drawn.append(repr(case))
+
+    hypothesis_internals.pin_seed(draw, seed_of("draws_fingerprint", draws.seed_base))
+    draw()
+    profile = profiles.registered(draws.profile)
+    decided = [SCHEME, f"base {draws.seed_base}", f"max_examples {profile.max_examples}",
+               f"phases {sorted(phase.name for phase in profile.phases)}", f"database {draws.database is not None}"]
+    return hashlib.sha256("\n".join([*decided, *drawn]).encode()).hexdigest()[:16]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The base the session decided (:func:`harness.plugins.session.draws_of`), and the example replayed, checked."""
+    global _base, _example
+    _base = draws_of(config).seed_base
+    _example = config.getoption("replay_example", None)
+    if _example is not None:
+        try:
+            hypothesis_internals.reproduced(lambda: None, _example)
+        except ValueError as error:
+            raise pytest.UsageError(f"--replay-example: {error}") from None
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item):
+    """Under ``--replay-example``: a replayed example that passes passes its test (the failure it replays is gone);
+    what Hypothesis says of one that fails goes on the failure as notes, as for an example it found."""
+    if _example is None:
+        return (yield)
+    said: list[str] = []
+    try:
+        with hypothesis_internals.reports_kept(said):
+            return (yield)
+    except Exception as error:
+        if hypothesis_internals.replay_passed(error):
+            return None
+        for text in said:
+            error.add_note(text)
+        raise
+
+
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list) -> None:
+    for item in items:
+        if getattr(getattr(item, "obj", None), "is_hypothesis_test", False):
+            pin_seed(item.obj)
