@@ -15,15 +15,16 @@ from __future__ import annotations
 import html
 import json
 import re
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import baseline
+from . import baseline, columns
 from . import invariances as invariance_table
 from . import known as known_failures
 from . import league
-from .files import replace_file, write_text
 from .figures import pyplot
-from .summary import INTERPRETER_BF16, ULP_BUCKETS, interpreter_truncates_bf16, shown, shown_ratio
+from .files import replace_file, write_text
+from .summary import INTERPRETER_BF16, ULP_BUCKETS, Category, interpreter_truncates_bf16
 from .text import markdown_block, markdown_code, markdown_text
 
 SCHEMA_VERSION = 1
@@ -57,21 +58,14 @@ def prepare(directory: Path, calls: Path | None = None) -> None:
                                                         "failures": [], "categories": {}, "records": []}) + "\n")
 
 
-# "violations" counts every element that broke its test: those judged by a bound ("NaN/inf" among them, where the
-# oracle's result is finite) and the "special misses", results special values decide that no ULP figure shows.
-COLUMNS = ("category", "records", "elements", "max ULP", "mean ULP", "% correctly rounded", "worst ratio",
-           "violations", "NaN/inf", "special misses", "torch max ULP", "torch mean ULP", "torch % CR")
+def headings() -> list[str]:
+    """The headings of summary.md's and index.html's tables of categories."""
+    return ["category", *(column.heading for column in columns.of(columns.SUMMARY))]
 
 
-def category_rows(groups: dict) -> list[tuple]:
-    rows = []
-    for key, stats in groups.items():
-        k, t = stats["kernel"], stats["torch"]
-        rows.append((key, stats["records"], stats["elements"], shown(k["max_ulp"], ".0f"), shown(k["mean_ulp"], ".3f"),
-                     shown(k["correctly_rounded"], ".1f", 100), shown_ratio(k["worst_ratio"]), k["violations"],
-                     k["non_finite"], shown(k["special_misses"], ".0f"), shown(t["max_ulp"], ".0f"),
-                     shown(t["mean_ulp"], ".3f"), shown(t["correctly_rounded"], ".1f", 100)))
-    return rows
+def category_rows(groups: dict) -> list[list]:
+    """A row per category: its key, then its statistics as summary.md and index.html show them."""
+    return [[key, *columns.cells(columns.SUMMARY, stats)] for key, stats in groups.items()]
 
 
 def failure(test: str, when: str, text: str, replay: str | None = None) -> dict:
@@ -110,17 +104,46 @@ def slug(text: str) -> str:
     return "".join(c if c.isalnum() else "-" for c in text)
 
 
-def write_json(directory: Path, run: dict, verdict_line: str, failures: list[dict], categories: dict,
-               records: list, missing: list, invariances: dict, outcomes: dict, in_progress: list,
-               known: dict) -> Path:
-    document = {"schema_version": SCHEMA_VERSION, "run": run, "verdict": verdict_line, "failures": failures,
-                "categories": categories, "invariances": invariances, "missing_records": missing,
-                "tests": outcomes, "in_progress": in_progress, "records": records, **known}
+@dataclass(frozen=True)
+class Report:
+    """What a report's files say (accuracy.json, summary.md, index.html, the plots): a run's, or its shards'
+    merged (:mod:`report.merge`)."""
+    # The run's metadata: versions, device, profile, seeds, draws fingerprint, git commit, workers.
+    run: dict
+    # Its first line: the verdict (:func:`verdict`).
+    verdict: str
+    # The failed tests, each {test, when, headline, replay} (:func:`failure`).
+    failures: list[dict]
+    # kernel -> category key ("op/dtype/values") -> statistics (report.summary.categorize).
+    categories: dict
+    # Every record, sorted by test and example.
+    records: list
+    # The tests expected to record accuracy that left no record.
+    missing: list
+    # The gate's table of findings (report.baseline.table); empty where no baseline was given.
+    gate: list[str]
+    # kernel -> invariance -> {promised, held, counterexample, tests} (report.invariances.combine).
+    invariances: dict
+    # test id -> outcome: passed, failed, skipped, known, not run.
+    outcomes: dict = field(default_factory=dict)
+    # The kernel calls running when the run was interrupted.
+    in_progress: list = field(default_factory=list)
+    # The failures a known finding explains, and the known findings whose test passed, each {test, kernel, findings}.
+    known: list = field(default_factory=list)
+    fixed: list = field(default_factory=list)
+
+
+def write_json(directory: Path, report: Report) -> Path:
+    document = {"schema_version": SCHEMA_VERSION, "run": report.run, "verdict": report.verdict,
+                "failures": report.failures, "categories": report.categories, "invariances": report.invariances,
+                "missing_records": report.missing, "tests": report.outcomes, "in_progress": report.in_progress,
+                "records": report.records, "known": list(report.known), "fixed": list(report.fixed)}
     return write_text(directory / "accuracy.json", json.dumps(document, indent=1, sort_keys=True) + "\n")
 
 
-def write_markdown(directory: Path, run: dict, verdict_line: str, failures: list[dict], categories: dict,
-                   missing: list, gate: list[str], invariances: dict, in_progress: list) -> Path:
+def write_markdown(directory: Path, report: Report) -> Path:
+    run, verdict_line, failures, categories = report.run, report.verdict, report.failures, report.categories
+    missing, gate, invariances, in_progress = report.missing, report.gate, report.invariances, report.in_progress
     lines = ["# Softmax accuracy report", "", f"**{verdict_line}**", "",
              f"{run['backend']} on {run['device']}; profile `{run['profile']}`; commit `{run['git_commit']}`; "
              f"{run['started']}", "",
@@ -136,7 +159,8 @@ def write_markdown(directory: Path, run: dict, verdict_line: str, failures: list
         lines.append("")
     lines += league.markdown(categories, invariances)
     for kernel, groups in categories.items():
-        lines += [f"## {markdown_text(kernel)}", "", "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+        names = headings()
+        lines += [f"## {markdown_text(kernel)}", "", "| " + " | ".join(names) + " |", "|" + "---|" * len(names)]
         lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in category_rows(groups)]
         lines.append("")
     if interpreter_truncates_bf16(run.get("backend"), categories):
@@ -156,14 +180,14 @@ def write_markdown(directory: Path, run: dict, verdict_line: str, failures: list
 
 def plot_histograms(directory: Path, categories: dict) -> Path:
     """Share of elements per ULP bucket, per dtype: each kernel, and torch on the same inputs."""
-    dtypes = sorted({key.split("/")[1] for groups in categories.values() for key in groups})
+    dtypes = sorted({Category.read(key).dtype for groups in categories.values() for key in groups})
     plt = pyplot()
     figure, axes = plt.subplots(len(dtypes), 1, figsize=(9, 2.8 * len(dtypes)), squeeze=False)
     positions = range(len(ULP_BUCKETS))
     for axis, dtype in zip(axes[:, 0], dtypes):
         series = {}
         for kernel, groups in categories.items():
-            mine = [stats for key, stats in groups.items() if key.split("/")[1] == dtype]
+            mine = [stats for key, stats in groups.items() if Category.read(key).dtype == dtype]
             sides = [("kernel", kernel)] + ([] if kernel == "torch" else [("torch", f"torch on {kernel}'s inputs")])
             for side, label in sides:
                 series[label] = [sum(stats[side]["ulp_histogram"][i] for stats in mine) for i in positions]
@@ -236,8 +260,9 @@ def plot_scatter(directory: Path, records: list, name: str, x, y, xlabel: str, y
     return path
 
 
-def write_html(directory: Path, run: dict, verdict_line: str, failures: list[dict], categories: dict,
-               missing: list, gate: list[str], images: list[Path], invariances: dict, in_progress: list) -> Path:
+def write_html(directory: Path, report: Report, images: list[Path]) -> Path:
+    run, verdict_line, failures, categories = report.run, report.verdict, report.failures, report.categories
+    missing, gate, invariances, in_progress = report.missing, report.gate, report.invariances, report.in_progress
     esc = html.escape
     parts = [
         "<!doctype html><html><head><meta charset='utf-8'><title>Softmax accuracy report</title>",
@@ -265,15 +290,16 @@ def write_html(directory: Path, run: dict, verdict_line: str, failures: list[dic
     if gate:  # before the categories: a regression is the first thing to see after a failed test
         parts.append("<h2 id='gate'>Regression gate</h2>" + gate_table(gate))
     for kernel, groups in categories.items():
-        parts.append(f"<h2>{esc(kernel)}</h2><table><tr>" + "".join(f"<th>{esc(c)}</th>" for c in COLUMNS) + "</tr>")
+        parts.append(f"<h2>{esc(kernel)}</h2><table><tr>" + "".join(f"<th>{esc(c)}</th>" for c in headings()) + "</tr>")
         for key, row in zip(groups, category_rows(groups)):
             cells = [esc(str(cell)) for cell in row]
-            if row[7]:  # violations: the row links to the failure of a test that measured this category
+            violated = columns.BY_HEADING["violations"].value(groups[key])
+            if violated:  # the row links to the failure of a test that measured this category
                 sources = set(groups[key].get("tests", ()))
                 failed = next((f["test"] for f in failures if f["test"] in sources), None)
                 target = f"#{slug(failed)}" if failed else "#failures"
                 cells[0] = f"<a href='{target}'>{cells[0]}</a>"
-            parts.append(f"<tr{' class=bad' if row[7] else ''}>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
+            parts.append(f"<tr{' class=bad' if violated else ''}>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
         parts.append("</table>")
     if invariances:
         header, *body = invariance_table.rows(invariances)
@@ -303,25 +329,18 @@ def gate_table(lines: list[str]) -> str:
     return "<table><tr>" + "".join(f"<th>{esc(cell)}</th>" for cell in header) + "</tr>" + body + "</table>"
 
 
-def write_all(directory: Path, run: dict, verdict_line: str, failures: list[dict], categories: dict, records: list,
-              missing: list, gate: list[str], invariances: dict, outcomes: dict | None = None,
-              in_progress: list | None = None, known: list[dict] = (), fixed: list[dict] = ()) -> list[Path]:
-    """The report's files; ``known`` and ``fixed`` (:func:`verdict`'s) go into accuracy.json, for a shard merge."""
-    in_progress = in_progress or []
+def write_all(directory: Path, report: Report) -> list[Path]:
+    """The report's files; accuracy.json keeps the known and fixed findings of :func:`verdict`, for a shard merge."""
     images = []
-    if records:
+    if report.records:
         images = [
-            plot_histograms(directory, categories),
-            plot_scatter(directory, records, "max_ulp_by_row_length.png", lambda r: r["row_length"],
+            plot_histograms(directory, report.categories),
+            plot_scatter(directory, report.records, "max_ulp_by_row_length.png", lambda r: r["row_length"],
                          lambda r: r["kernel_errors"]["max_ulp"], "row length", "max ULP of the input",
                          "Largest ULP error against row length"),
-            plot_scatter(directory, records, "kernel_vs_torch.png", lambda r: r["torch_errors"]["max_ulp"],
+            plot_scatter(directory, report.records, "kernel_vs_torch.png", lambda r: r["torch_errors"]["max_ulp"],
                          lambda r: r["kernel_errors"]["max_ulp"], "torch.softmax max ULP (same input)",
                          "kernel max ULP", "Kernel against torch, per input", diagonal=True),
         ]
-    return [write_json(directory, run, verdict_line, failures, categories, records, missing, invariances,
-                       outcomes or {}, in_progress, {"known": list(known), "fixed": list(fixed)}),
-            write_markdown(directory, run, verdict_line, failures, categories, missing, gate, invariances, in_progress),
-            *images,
-            write_html(directory, run, verdict_line, failures, categories, missing, gate, images, invariances,
-                       in_progress)]
+    return [write_json(directory, report), write_markdown(directory, report), *images,
+            write_html(directory, report, images)]

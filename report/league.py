@@ -24,15 +24,14 @@ import json
 import statistics
 from pathlib import Path
 
+from . import columns
 from . import invariances as invariance_table
 from .figures import pyplot
-from .summary import count_of, shown, shown_ratio
+from .summary import Category, count_of
 from .text import markdown_text
 
 OP = "softmax"
 ORDINARY = "normal"  # the value class of the benchmark's inputs
-COLUMNS = ("kernel", "dtype", "values", "elements", "max ULP", "mean ULP", "% correctly rounded", "worst ratio",
-           "NaN/inf", "special misses", "GB/s", "of copy")
 
 
 def speed(bench: dict | None, kernel: str, dtype: str) -> tuple[float, float] | None:
@@ -65,9 +64,9 @@ def rows(categories: dict, bench: dict | None = None, op: str = OP) -> list[dict
     for kernel, groups in sorted(categories.items()):
         by_dtype: dict[str, dict[str, dict]] = {}
         for key, stats in groups.items():
-            key_op, dtype, values = key.split("/")
-            if key_op == op:
-                by_dtype.setdefault(dtype, {})[values] = stats
+            category = Category.read(key)
+            if category.op == op:
+                by_dtype.setdefault(category.dtype, {})[category.values] = stats
         for dtype, classes in sorted(by_dtype.items()):
             fast = speed(bench, kernel, dtype)
             for values, group in [("all", list(classes.values()))] + [(v, [s]) for v, s in sorted(classes.items())]:
@@ -77,12 +76,9 @@ def rows(categories: dict, bench: dict | None = None, op: str = OP) -> list[dict
 
 
 def line(row: dict) -> str:
-    """A Markdown table row."""
-    cells = (markdown_text(row["kernel"]), row["dtype"], row["values"], row["elements"], shown(row["max_ulp"], ".0f"),
-             shown(row["mean_ulp"], ".3f"), shown(row["correctly_rounded"], ".1f", 100),
-             shown_ratio(row["worst_ratio"]), row["non_finite"], shown(row["special_misses"], ".0f"),
-             shown(row["gbps"], ".0f"),
-             shown(row["copy_fraction"], ".2f"))
+    """A Markdown table row.  A league row holds the kernel's statistics merged over its categories, flat."""
+    cells = (markdown_text(row["kernel"]), row["dtype"], row["values"], *columns.cells(columns.LEAGUE,
+                                                                                      {**row, "kernel": row}))
     return "| " + " | ".join(str(c) for c in cells) + " |"
 
 
@@ -95,7 +91,8 @@ def promises(table: dict) -> list[str]:
 def markdown(categories: dict, invariances: dict, bench: dict | None = None, op: str = OP) -> list[str]:
     """The league as Markdown: overall rows per kernel and dtype, then per value class, then the promises."""
     table = rows(categories, bench, op)
-    header = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+    headings = ["kernel", "dtype", "values", *(column.heading for column in columns.of(columns.LEAGUE))]
+    header = ["| " + " | ".join(headings) + " |", "|" + "---|" * len(headings)]
     overall = [r for r in table if r["values"] == "all"]
     lines = [f"## League table ({op})", "",
              "Each kernel on the inputs its capabilities admit; GB/s and the fraction of a copy's bandwidth are "

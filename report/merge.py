@@ -34,7 +34,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import artifacts, baseline, files, invariances
+from . import artifacts, baseline, files, gate, invariances
 from .summary import categorize
 from .text import printable
 
@@ -266,25 +266,6 @@ def merge(reports: list[ShardReport]) -> Merged:
                   fixed=[k for r in reports for k in r.document.get("fixed", [])])
 
 
-def gate_lines(findings: list, unjudged: dict[str, str], measured: set[str], path: Path, require: bool) -> list[str]:
-    """What the gate says of the merged shards (``measured``: the kernels they measured), as a run's gate says it."""
-    failures = baseline.table(findings, only_failures=True)
-    if failures:
-        lines = ["accuracy regressions against the baseline:", *("  " + line for line in failures)]
-    elif not measured:
-        lines = [f"accuracy gate: the shards measured no accuracy and no invariance: nothing judged against {path}"]
-    elif not measured - set(unjudged):
-        lines = [f"accuracy gate: nothing judged against {path} (why below)"]
-    else:
-        lines = [f"accuracy gate: no regression against {path}"]
-    lines += [f"accuracy gate: {kernel}: {count} baseline categorie(s) not run in any shard: not judged"
-              for kernel, count in baseline.not_run(findings).items()]
-    fails = " (fails: --require-baseline)" if require else ""
-    lines += [f"accuracy gate: {f.kernel} is not in {path}: not gated{fails}" for f in findings
-              if f.verdict == "not gated"]
-    return lines + [f"accuracy gate: {kernel} not judged: {why}" for kernel, why in unjudged.items()]
-
-
 def reference_of(option: str, backend: str) -> tuple[Path, dict]:
     path = baseline.default_path(backend) if option == "auto" else Path(option)
     return path, baseline.load(path, backend)
@@ -313,13 +294,19 @@ def main(out: Path, folders: list[Path], baseline_option: str | None = None, req
     for failure in merged.failures:
         print(printable(f"failed: {failure['test']} ({failure['when']}): {failure['headline']}"))
     if reference:
-        for line in gate_lines(findings, unjudged, set(merged.categories) | set(merged.invariances), path, require):
+        measured = set(merged.categories) | set(merged.invariances)
+        regressions = baseline.table(findings, only_failures=True)
+        lines = ["accuracy regressions against the baseline:", *("  " + line for line in regressions)] if regressions \
+            else []
+        for line in lines + gate.notes(findings, unjudged, measured, path, require, gate.SHARDS) + \
+                [gate.verdict(findings, unjudged, measured, path)]:
             print(printable(line))
-    written = artifacts.write_all(out, merged.run, verdict, merged.failures, merged.categories, merged.records,
-                                  merged.missing, baseline.table(findings, only_failures=False), merged.invariances,
-                                  merged.tests, known=merged.known, fixed=merged.fixed)
+    written = artifacts.write_all(out, artifacts.Report(
+        run=merged.run, verdict=verdict, failures=merged.failures, categories=merged.categories,
+        records=merged.records, missing=merged.missing, gate=baseline.table(findings, only_failures=False),
+        invariances=merged.invariances, outcomes=merged.tests, known=merged.known, fixed=merged.fixed))
     for file in written:
         print(f"accuracy report: wrote {file}")
     print(f"merged {len(reports)} shard(s) of {reports[0].shard.count}: {verdict}")
-    failing = merged.failures or any(f.fails or require and f.verdict == "not gated" for f in findings)
+    failing = merged.failures or gate.fails(findings, require)
     return 1 if failing else 0 if merged.passed or merged.known else NOTHING_TESTED

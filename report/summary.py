@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from typing import NamedTuple
 
 import numpy as np
 
@@ -34,8 +35,25 @@ def ulp_histogram(ulps: np.ndarray) -> list[int]:
     return np.bincount(buckets, minlength=len(ULP_BUCKETS)).tolist()
 
 
-def category(record: dict) -> str:
-    return f"{record['op']}/{record['dtype']}/{record['values']}"
+class Category(NamedTuple):
+    """What a category's records measured: one operation, dtype and value class, keyed "op/dtype/values" in
+    reports and baselines (:attr:`key`; :meth:`read` reads it back)."""
+    op: str
+    dtype: str
+    values: str
+
+    @classmethod
+    def of(cls, record: dict) -> Category:
+        return cls(record["op"], record["dtype"], record["values"])
+
+    @classmethod
+    def read(cls, key: str) -> Category:
+        op, dtype, values = key.split("/")
+        return cls(op, dtype, values)
+
+    @property
+    def key(self) -> str:
+        return "/".join(self)
 
 
 def _side(records: list[dict], side: str) -> dict:
@@ -71,7 +89,7 @@ def categorize(records: list[dict]) -> dict[str, dict[str, dict]]:
     """kernel -> category -> {records, tests (that measured it), elements, kernel: stats, torch: stats}."""
     grouped: dict[str, dict[str, list]] = defaultdict(lambda: defaultdict(list))
     for record in records:
-        grouped[record["kernel"]][category(record)].append(record)
+        grouped[record["kernel"]][Category.of(record).key].append(record)
     return {
         kernel: {
             key: {
@@ -94,5 +112,5 @@ INTERPRETER_BF16 = ("bfloat16 under Triton's interpreter: it converts fp32 to bf
 
 def interpreter_truncates_bf16(backend: str, categories: dict) -> bool:
     """Whether the run's bf16 figures of a Triton kernel went through the interpreter's truncating store."""
-    return backend == "cpu" and any("/bfloat16/" in key for kernel, groups in categories.items() if kernel != "torch"
-                                    for key in groups)
+    return backend == "cpu" and any(Category.read(key).dtype == "bfloat16" for kernel, groups in categories.items()
+                                    if kernel != "torch" for key in groups)

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 import torch
 
-from . import pinning, tiling
 from ..internals import triton_internals
+from . import pinning, tiling
 
 CHOICES = ("auto", "cpu", "cuda", "npu")
 

@@ -47,10 +47,10 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from . import replay_command as replay_commands
 from ..device import tiling
 from ..internals import torch_state
 from ..internals.subnormals import flushing, restore
+from . import replay_command as replay_commands
 
 if TYPE_CHECKING:  # this module is imported before the backend is chosen, so before any kernel (and triton)
     from specs.registry import KernelSpec

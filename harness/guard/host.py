@@ -50,8 +50,8 @@ from multiprocessing.connection import Connection
 
 import torch
 
-from . import crossing
 from ..device import tiling
+from . import crossing
 from .calls import (CONTEXT, Breadcrumbs, ContractBroken, Guard, KernelHang, Outputs, Watchdog, described,
                     describe_call, dim_of, guarded, operation_named)
 

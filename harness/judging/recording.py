@@ -14,8 +14,8 @@ from oracles.formats import format_of
 from report.records import ERROR_FIELDS, record
 from report.summary import ulp_histogram
 
-from .judge import Judgement, Measurement
 from ..inputs.strategies import Case
+from .judge import Judgement, Measurement
 
 
 # torch.testing.assert_close's default (rtol, atol) per dtype, the table of its documentation: its verdict without

@@ -48,9 +48,9 @@ import pytest
 
 from report.text import printable
 
-from ..internals import hypothesis_internals
 from ..guard.calls import KernelHang, SuiteFailure
 from ..guard.replay_command import PREFIX, RECIPES, from_checkout
+from ..internals import hypothesis_internals
 from .session import PINNED_PROFILES, session_of
 
 EXAMPLE = "softmax_example"  # the attribute of a failure's exception: the example it failed on, argument -> repr

@@ -32,12 +32,13 @@ import torch
 
 from report.text import printable
 
-from ..guard import calls
-from . import known, session
-from ..internals import payload
 from ..device import pinning
 from ..device.backend import CHOICES, Backend, BackendError, resolve_name, runtime
+from ..guard import calls
+from ..internals import payload
+from ..internals.payload import REPLAY
 from ..judging.invariance import Invariance
+from . import known, session
 
 NOTES = "notes"
 # Said of a kernel without a precision model: a run passing it says less (the example kernel's fp16 sum, its
@@ -192,7 +193,7 @@ def pytest_handlecrashitem(crashitem: str, report, sched) -> None:
     if crumb and crumb.get("state") in ("running", "killed") and crumb.get("test") == crashitem:
         why = crumb.get("why", "the process died during the call")
         report.longrepr = printable(f"{report.longrepr}: {why}; the call: {calls.describe_call(crumb)}")
-        report.softmax_replay = crumb.get("replay")
+        setattr(report, REPLAY, crumb.get("replay"))
 
 
 @pytest.fixture

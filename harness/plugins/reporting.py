@@ -15,9 +15,11 @@
   suite prints.
 * ``pytest_configure``: reads the run's settings (:mod:`harness.plugins.session`),
   refuses an unusable baseline or report folder before any test runs, and
-  registers the controller's :class:`Gatherer`, which gathers records, writes
-  ``--accuracy-report DIR``, runs the gate (a failing gate fails the run) or
-  ``--update-baseline``, and prints the table per kernel and category.
+  registers the controller's :class:`Gatherer`, which keeps the run's ledger
+  (:mod:`harness.plugins.ledger`), writes ``--accuracy-report DIR``, runs the
+  gate (a failing gate fails the run; its words are :mod:`report.gate`'s, as
+  a shard merge's) or ``--update-baseline``, and prints the table per kernel
+  and category (:mod:`report.columns`).
 * ``pytest_testnodedown`` (xdist): each worker names the device it ran on, and
   the report's run metadata counts the workers per device (``workers``); with
   ``--shard`` it also says which shard ran which tests (:mod:`harness.plugins.sharding`).
@@ -34,23 +36,19 @@ from pathlib import Path
 
 import pytest
 
-from report import artifacts, baseline, invariances, known
-from report.summary import INTERPRETER_BF16, categorize, interpreter_truncates_bf16, shown
+from report import artifacts, baseline, columns, gate, invariances, known
+from report.summary import INTERPRETER_BF16, categorize, interpreter_truncates_bf16
 from report.text import CONTROL, printable
 
-from ..guard import calls
-from . import failures, seeding, sharding, timebox
-from ..judging import invariance
-from ..internals import payload
 from ..device import pinning
-from .known import FIXED, KNOWN
+from ..guard import calls
+from ..internals import payload
+from ..internals.payload import EXPECTS, KERNEL, RECORDS, REPLAY
+from . import failures, seeding, sharding
+from .ledger import Ledger, exit_status
 from .session import session_of
 
-RECORDS = "records"
-EXPECTS = "softmax_expects_records"
-REPLAY = "softmax_replay"  # the report attribute holding a failure's replay command
 DEVICE = "softmax_device"  # the key of an xdist worker's output naming its device
-KERNEL = "softmax_kernel"  # the report attribute naming the kernel a test judges, if it judges one
 
 
 def write_line(terminal, line: str, **markup) -> None:
@@ -178,49 +176,33 @@ def git_commit(root: Path) -> str:
 
 
 def category_table(categories: dict) -> list[str]:
-    """The terminal's table of the run's categories: a line per kernel and category, its kernel's ULP figures, then
-    torch's on the same inputs, then the kernel's results no ULP figure shows (NaN or inf where the result is
-    finite; results special values decide, missed)."""
+    """The terminal's table of the run's categories: a line per kernel and category, then the statistics of
+    report/columns.py the terminal shows (the kernel's ULP figures, its results no ULP figure shows, torch's figures
+    on the same inputs)."""
+    terminal = columns.of(columns.TERMINAL)
     width = max(len("kernel"), *map(len, categories))
-    fmt = "{:<%d} {:<36} {:>7} {:>8} {:>9} {:>6} {:>10} {:>11} {:>8} {:>15}" % width
-    lines = [fmt.format("kernel", "category", "records", "max ULP", "mean ULP", "% CR", "torch max", "torch mean",
-                        "NaN/inf", "special misses")]
+    fmt = "{:<%d} {:<36} " % width + " ".join("{:>%d}" % max(len(column.short) + 1, 6) for column in terminal)
+    lines = [fmt.format("kernel", "category", *(column.short for column in terminal))]
     for kernel, groups in categories.items():
-        for key, stats in groups.items():
-            k, t = stats["kernel"], stats["torch"]
-            lines.append(fmt.format(kernel, key, stats["records"], shown(k["max_ulp"], ".0f"),
-                                    shown(k["mean_ulp"], ".3f"), shown(k["correctly_rounded"], ".1f", 100),
-                                    shown(t["max_ulp"], ".0f"), shown(t["mean_ulp"], ".3f"), k["non_finite"],
-                                    shown(k["special_misses"], ".0f")))
+        lines += [fmt.format(kernel, key, *columns.cells(columns.TERMINAL, stats)) for key, stats in groups.items()]
     return lines
 
 
 class Gatherer:
-    """The controller's side: gathers records and turns them into the report and the verdict."""
+    """The controller's side: keeps the run's ledger and turns it into the report, the gate's verdict and the exit
+    status."""
 
     def __init__(self, config: pytest.Config, reference: dict | None = None) -> None:
         self.config = config
         self.reference = reference  # the baseline gated against
-        self.records: list[dict] = []
-        self.expected: set[str] = set()
-        self.recorded: set[str] = set()
-        self.skipped: set[str] = set()
-        self.ran: set[str] = set()  # tests with a report: they ran, or began to
-        self.outcomes: dict[str, str] = {}
+        self.ledger = Ledger()
         self.categories: dict = {}
-        self.invariance_entries: list[dict] = []
         self.invariances: dict = {}  # kernel -> invariance -> {promised, held, counterexample, tests}
         self.findings: list[baseline.Finding] = []
         self.unjudged: dict[str, str] = {}  # kernel -> why the gate cannot judge it on this machine
         self.written: list[Path] = []
-        self.failures: list[dict] = []  # test, headline, replay command
-        self.known: list[dict] = []  # failures a known finding explains: test, kernel, findings
-        self.fixed: list[dict] = []  # known findings whose test passed: test, kernel, findings (failures too)
-        self.passed = 0
         self.interrupted = False
         self.nothing_tested = False  # every test it ran was skipped: no pass (exit status 5)
-        self.kernels_run: dict[str, int] = {}  # kernel -> its tests that ran (a report came), skipped ones included
-        self.kernels_judged: set[str] = set()  # kernels a test of which passed or failed
         self.in_progress: list[str] = []  # kernel calls running when the run was interrupted
         self.baseline_written: Path | None = None
         self.baseline_notes: list[str] = []
@@ -246,43 +228,13 @@ class Gatherer:
         """The kernels whose accuracy or invariances this run measured."""
         return set(self.categories) | set(self.invariances)
 
-    @property
-    def missing(self) -> list[str]:
-        return sorted(self.expected - self.recorded - self.skipped)
+    def named(self) -> set[str]:
+        return set(self.config.getoption("kernel")) - {"all"}
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        self.ran.add(baseline.source_id(report.nodeid))
-        kernel = getattr(report, KERNEL, None)
-        if kernel is not None:
-            if report.when == "setup":
-                self.kernels_run[kernel] = self.kernels_run.get(kernel, 0) + 1
-            if report.failed or report.when == "call" and report.passed or getattr(report, KNOWN, None):
-                self.kernels_judged.add(kernel)
-        if report.when == "setup" and getattr(report, EXPECTS, False):
-            self.expected.add(report.nodeid)
-        self.invariance_entries.extend(payload.of(report, invariance.INVARIANCE))
-        records = payload.of(report, RECORDS)
-        if records:
-            self.recorded.add(report.nodeid)
-            self.records.extend(records)
-        for attribute, kept in ((KNOWN, self.known), (FIXED, self.fixed)):
-            if getattr(report, attribute, None):
-                kept.append({"test": report.nodeid, "kernel": kernel, "findings": getattr(report, attribute)})
-        if getattr(report, KNOWN, None):
-            self.outcomes[report.nodeid] = "known"
-        if getattr(report, timebox.NOT_RUN, False):
-            self.outcomes[report.nodeid] = "not run"
-        if report.skipped:
-            self.skipped.add(report.nodeid)
-            self.outcomes.setdefault(report.nodeid, "skipped")
-        if report.failed:
-            self.failures.append(artifacts.failure(report.nodeid, report.when, report.longreprtext,
-                                                   getattr(report, REPLAY, None)))
-            self.outcomes[report.nodeid] = "failed"
-            self.say(self.failures[-1])
-        elif report.when == "call" and report.passed:  # not a skip or an expected failure inside the test
-            self.passed += 1
-            self.outcomes.setdefault(report.nodeid, "passed")
+        failure = self.ledger.take(report)
+        if failure:
+            self.say(failure)
 
     def say(self, failure: dict) -> None:
         """A failure said as soon as it happens, in one line and its replay: pytest tells failures at the end of
@@ -297,73 +249,55 @@ class Gatherer:
             write_line(terminal, f"  replay: {failure['replay']}")
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
-        config, run = self.config, session_of(self.config)
+        config, run, ledger = self.config, session_of(self.config), self.ledger
         self.interrupted = exitstatus == pytest.ExitCode.INTERRUPTED
         if self.interrupted:
             self.in_progress = calls.in_progress(run.calls)
-        self.records.sort(key=lambda r: (r["test"], r["example"]))
-        self.categories = categorize(self.records)
-        self.invariances = invariances.combine(self.invariance_entries)
+        ledger.records.sort(key=lambda r: (r["test"], r["example"]))
+        self.categories = categorize(ledger.records)
+        self.invariances = invariances.combine(ledger.invariance_entries)
         held = invariances.held(self.invariances)
         metadata = {**run_metadata(config), "workers": self.workers(),
                     "interrupted": self.interrupted} if (run.gate or run.report) else {}
         if run.gate is not None and run.gate.update:
             self.update_baseline(run.gate, metadata, held)
         elif run.gate is not None:
-            self.judge(metadata, held)
-            if any(f.fails or run.gate.require and f.verdict == "not gated" for f in self.findings) \
-                    and session.exitstatus == pytest.ExitCode.OK:
-                session.exitstatus = pytest.ExitCode.TESTS_FAILED
-        self.nothing_tested = self.tested_nothing(session)
-        if session.exitstatus == pytest.ExitCode.OK and (self.nothing_tested or self.named_but_unjudged()):
-            # Every selected test skipped (a kernel declaring none of this device, a subset of what it does not
-            # handle), or every test of a kernel named: pytest's 0 would read as a pass, although nothing of it was
-            # judged.  Its status for a run that tested nothing, as the report's verdict says.
-            session.exitstatus = pytest.ExitCode.NO_TESTS_COLLECTED
+            self.findings, self.unjudged = baseline.judge(self.reference, self.categories, held, ledger.ran, metadata)
+        # Every selected test skipped (a kernel declaring none of this device, a subset of what it does not handle),
+        # or every test of a kernel named: pytest's 0 would read as a pass, although nothing of it was judged.
+        gate_fails = run.gate is not None and not run.gate.update and gate.fails(self.findings, run.gate.require)
+        session.exitstatus, self.nothing_tested = exit_status(session.exitstatus, ledger, gate_fails,
+                                                              config.getoption("collectonly"), self.named())
         if run.report is not None:
-            gate = baseline.table(self.findings, only_failures=False)
             gated = None if run.gate is None or run.gate.update else run.gate.path
-            verdict = artifacts.verdict(self.passed, self.failures, self.findings, gated, self.interrupted,
-                                        known=self.known, fixed=self.fixed,
-                                        not_run=artifacts.not_run(self.outcomes))
-            self.written += artifacts.write_all(run.report, metadata, verdict, self.failures, self.categories,
-                                                self.records, self.missing, gate, self.invariances,
-                                                self.outcomes, self.in_progress, known=self.known, fixed=self.fixed)
+            verdict = artifacts.verdict(ledger.passed, ledger.failures, self.findings, gated, self.interrupted,
+                                        known=ledger.known, fixed=ledger.fixed,
+                                        not_run=artifacts.not_run(ledger.outcomes))
+            self.written += artifacts.write_all(run.report, artifacts.Report(
+                run=metadata, verdict=verdict, failures=ledger.failures, categories=self.categories,
+                records=ledger.records, missing=ledger.missing, gate=baseline.table(self.findings, only_failures=False),
+                invariances=self.invariances, outcomes=ledger.outcomes, in_progress=self.in_progress,
+                known=ledger.known, fixed=ledger.fixed))
 
     def failures_counted(self) -> str:
         """"0 new, 5 known (...)" where a known finding failed or was fixed in this run; else empty."""
-        return known.said(len(self.failures), self.known, self.fixed)
+        return known.said(len(self.ledger.failures), self.ledger.known, self.ledger.fixed)
 
-    def tested_nothing(self, session: pytest.Session) -> bool:
-        """Whether the run would pass with no test passed nor failed: every one it ran was skipped."""
-        return (session.exitstatus == pytest.ExitCode.OK and not self.passed and not self.failures and not self.known
-                and not self.config.getoption("collectonly"))
-
-    def named_but_unjudged(self) -> dict[str, int]:
-        """The kernels named by ``--kernel`` whose every test that ran was skipped, with how many ran: a run passing
-        on the others (torch as a control beside one's kernel) said nothing of them."""
-        named = set(self.config.getoption("kernel")) - {"all"}
-        return {kernel: count for kernel, count in self.kernels_run.items()
-                if kernel in named and kernel not in self.kernels_judged}
-
-    def judge(self, metadata: dict, held: dict) -> None:
-        self.findings, self.unjudged = baseline.judge(self.reference, self.categories, held, self.ran, metadata)
-
-    def update_baseline(self, gate, metadata: dict, held: dict) -> None:
+    def update_baseline(self, gated, metadata: dict, held: dict) -> None:
         if self.interrupted:
-            self.baseline_notes.append(f"not written: the run was interrupted ({gate.path} unchanged)")
+            self.baseline_notes.append(f"not written: the run was interrupted ({gated.path} unchanged)")
             return
         built = baseline.build(self.categories, backend=metadata["backend"], profile=metadata["profile"],
                                run=metadata, invariances=held, invariance_tests=invariances.sources(self.invariances))
         existing = None
-        if gate.path.exists():
-            existing = baseline.read(gate.path)
+        if gated.path.exists():
+            existing = baseline.read(gated.path)
             if baseline.problems_of(existing, metadata["backend"]):
                 self.baseline_notes.append("the existing file is of another schema or backend: replaced whole")
                 existing = None
-        merged, notes = baseline.merge(existing, built, self.ran, prune=gate.prune)
-        baseline.write(gate.path, merged)
-        self.baseline_written, self.baseline_notes = gate.path, self.baseline_notes + notes
+        merged, notes = baseline.merge(existing, built, self.ledger.ran, prune=gated.prune)
+        baseline.write(gated.path, merged)
+        self.baseline_written, self.baseline_notes = gated.path, self.baseline_notes + notes
 
     def pytest_terminal_summary(self, terminalreporter, exitstatus: int, config: pytest.Config) -> None:
         write = functools.partial(write_line, terminalreporter)
@@ -378,24 +312,25 @@ class Gatherer:
             terminalreporter.write_sep("-", "bitwise invariances per kernel (only a broken promise fails)")
             for line in invariances.text_table(self.invariances) + invariances.counterexamples(self.invariances):
                 write(line)
-        if self.missing:
-            terminalreporter.write_sep("-", f"{len(self.missing)} test(s) expected to record accuracy left no record")
-            for test in self.missing:
+        ledger = self.ledger
+        if ledger.missing:
+            terminalreporter.write_sep("-", f"{len(ledger.missing)} test(s) expected to record accuracy left no record")
+            for test in ledger.missing:
                 write(test)
         if self.nothing_tested:
             terminalreporter.write_sep("-", "NOTHING TESTED: every selected test was skipped (their reasons: below); "
                                        "nothing judged, so no pass: exit status 5", red=True)
         else:
-            for kernel, count in sorted(self.named_but_unjudged().items()):
+            for kernel, count in sorted(ledger.named_but_unjudged(self.named()).items()):
                 terminalreporter.write_sep("-", printable(f"NOTHING TESTED of {kernel}: all {count} of its tests were "
                                                          "skipped (their reasons: below); the run is no pass for it: "
                                                          "exit status 5"), red=True)
-        if self.known or self.fixed:
-            terminalreporter.write_sep("-", f"failures: {self.failures_counted()}", red=bool(self.fixed))
-            for entry in self.known + self.fixed:
-                state = "known" if entry in self.known else "FIXED"
+        if ledger.known or ledger.fixed:
+            terminalreporter.write_sep("-", f"failures: {self.failures_counted()}", red=bool(ledger.fixed))
+            for entry in ledger.known + ledger.fixed:
+                state = "known" if entry in ledger.known else "FIXED"
                 write(f"{state}: {entry['test']}: {', '.join(entry['findings'])}")
-        if unrun := artifacts.not_run(self.outcomes):
+        if unrun := artifacts.not_run(ledger.outcomes):
             terminalreporter.write_sep("-", f"NOT RUN: {unrun} test(s): the soak round's time box ended before they "
                                        "started", yellow=True)
         if self.interrupted:
@@ -407,30 +342,16 @@ class Gatherer:
         for written in self.written:
             write(f"accuracy report: wrote {written}")
 
-    def gate_verdict(self, gate) -> str:
-        """The gate's verdict in a line, as the run's last."""
-        failing = sum(f.fails for f in self.findings)
-        not_gated = [f.kernel for f in self.findings if f.verdict == "not gated"]
-        if self.interrupted:
-            return f"accuracy gate: no verdict (the run was interrupted) against {gate.path}"
-        if failing:
-            return f"accuracy gate: FAILED, {failing} regression(s) against {gate.path} (table above)"
-        tail = f"; not in the baseline, not gated: {', '.join(not_gated)}" if not_gated else ""
-        judged = self.measured - set(self.unjudged) - set(not_gated)
-        if not judged:
-            return f"accuracy gate: nothing judged against {gate.path}{tail}"
-        return f"accuracy gate: no regression against {gate.path} ({', '.join(sorted(judged))}){tail}"
-
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         run = session_of(config)
         reporter = config.pluginmanager.getplugin("terminalreporter")
         if reporter is not None and run.gate is not None and not run.gate.update:
-            verdict = self.gate_verdict(run.gate)
+            verdict = gate.verdict(self.findings, self.unjudged, self.measured, run.gate.path, self.interrupted)
             write_line(reporter, verdict, red=" FAILED" in verdict, green=" no regression" in verdict)
 
-    def summarize_gate(self, terminalreporter, gate) -> None:
+    def summarize_gate(self, terminalreporter, gated) -> None:
         write = functools.partial(write_line, terminalreporter)
-        if gate.update:
+        if gated.update:
             for note in self.baseline_notes:
                 write(f"accuracy baseline: {note}")
             if self.baseline_written:
@@ -441,14 +362,5 @@ class Gatherer:
             terminalreporter.write_sep("-", "accuracy regressions against the baseline", red=True)
             for line in failures:
                 write(line)
-        if not self.measured:
-            write(f"accuracy gate: this run measured no accuracy and no invariance: nothing judged against {gate.path}")
-        for kernel, count in baseline.not_run(self.findings).items():
-            write(f"accuracy gate: {kernel}: {count} baseline categorie(s) not run in this run (their tests were not "
-                  "selected): not judged")
-        for finding in self.findings:
-            if finding.verdict == "not gated":
-                fails = " (fails: --require-baseline)" if gate.require else ""
-                write(f"accuracy gate: {finding.kernel} is not in {gate.path}: not gated{fails}")
-        for kernel, why in self.unjudged.items():
-            write(f"accuracy gate: {kernel} not judged: {why}")
+        for line in gate.notes(self.findings, self.unjudged, self.measured, gated.path, gated.require):
+            write(line)

@@ -54,10 +54,10 @@ import torch
 from hypothesis import settings
 from hypothesis.errors import InvalidArgument
 
-from ..internals import hypothesis_internals, subnormals, torch_state
 from ..device import pinning
-from . import profiles
 from ..device.backend import Backend, BackendError, activate
+from ..internals import hypothesis_internals, subnormals, torch_state
+from . import profiles
 
 SESSION = pytest.StashKey["Session"]()
 GATE_PROFILE = "ci"  # the profile every baseline is made with, and every gate draws from

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from ..internals import payload
+from ..internals.payload import KERNEL
 from . import timebox
 from .known import FIXED, KNOWN
-from .reporting import KERNEL
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -32,8 +32,8 @@ import pytest
 from hypothesis.errors import UnsatisfiedAssumption
 
 from ..guard import calls
-from . import known
 from ..internals import payload
+from . import known
 from .failures import name_example
 from .seeding import pin_seed
 from .session import session_of

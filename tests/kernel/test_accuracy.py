@@ -21,14 +21,14 @@ import pytest
 import torch
 from hypothesis import example, given, target
 
+from harness.guard.replay_command import PREFIX, command
 from harness.inputs import coverage
-from harness.plugins import timebox
 from harness.inputs.catalog import CATALOG
 from harness.inputs.fixed_inputs import fixed_dtype, longest_fixed_row, row_inputs
+from harness.inputs.strategies import Case, cases, for_operation
 from harness.judging.judge import describe_input, expect_refusal, judge_softmax, unknown_construction
 from harness.judging.recording import make_record
-from harness.guard.replay_command import PREFIX, command
-from harness.inputs.strategies import Case, cases, for_operation
+from harness.plugins import timebox
 from oracles.call import Call
 from oracles.formats import format_of
 from specs.operations import MASKED_SOFTMAX, OPERATIONS, Declared

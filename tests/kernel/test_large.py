@@ -33,8 +33,8 @@ import traceback
 import pytest
 import torch
 
-from harness.judging.judge import Judgement, describe_input, expect_refusal, judge_softmax, unknown_construction
 from harness.inputs.strategies import ATTENTION_SCALES
+from harness.judging.judge import Judgement, describe_input, expect_refusal, judge_softmax, unknown_construction
 from oracles.call import Call
 from oracles.formats import format_of
 from specs.operations import OPERATIONS, SOFTMAX, TESTED_DTYPES, Declared

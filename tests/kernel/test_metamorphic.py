@@ -22,10 +22,10 @@ from hypothesis import strategies as st
 
 from harness.inputs.catalog import CATALOG
 from harness.inputs.fixed_inputs import case_inside, in_rank, rows_rank
+from harness.inputs.strategies import SIZE_CAPS, Case, Layout, SizeCaps, Specials, Values, cases
 from harness.judging.invariance import exact_shift
 from harness.judging.judge import as_rows, describe_input, judge_softmax
 from harness.plugins.timebox import timeboxed
-from harness.inputs.strategies import SIZE_CAPS, Case, Layout, SizeCaps, Specials, Values, cases
 from oracles import semantics
 from oracles.call import Call
 from oracles.formats import ulp

@@ -14,9 +14,9 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from harness.inputs.fixed_inputs import fixed_dtype
+from harness.inputs.strategies import Case, Values, cases
 from harness.judging.judge import describe_input, expect_refusal, judge_softmax, unknown_construction
 from harness.plugins.timebox import timeboxed
-from harness.inputs.strategies import Case, Values, cases
 from oracles.call import Call
 from specs.operations import SOFTMAX
 from specs.registry import Capabilities

@@ -20,10 +20,10 @@ import torch
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from harness.plugins import timebox
 from harness.inputs.fixed_inputs import longest_fixed_row, rows_rank
-from harness.judging.judge import as_rows, describe_input
 from harness.inputs.strategies import SIZE_CAPS, Case, Values, longest_row
+from harness.judging.judge import as_rows, describe_input
+from harness.plugins import timebox
 from oracles import correctly_rounded
 from oracles.bias import MIN_ROWS, measure_bias
 from oracles.call import Call

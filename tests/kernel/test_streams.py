@@ -15,8 +15,8 @@ import pytest
 import torch
 
 from harness.inputs.fixed_inputs import fixed_dtype, longest_fixed_row, row_inputs
-from harness.judging.judge import Judgement, describe_input, judge_softmax
 from harness.inputs.strategies import Case, Values
+from harness.judging.judge import Judgement, describe_input, judge_softmax
 from oracles.call import Call
 from specs.operations import SOFTMAX
 

@@ -8,8 +8,8 @@ import os
 
 import torch
 
-from harness.judging.judge import judge_softmax
 from harness.inputs.strategies import matrix
+from harness.judging.judge import judge_softmax
 from harness.judging.recording import make_record
 from oracles.call import Call
 from specs import torch_softmax

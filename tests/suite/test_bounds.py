@@ -13,9 +13,9 @@ from hypothesis import strategies as st
 
 from harness.device.backend import Backend
 from harness.inputs.catalog import CATALOG
+from harness.inputs.strategies import VALUE_CLASSES, Case, Layout, Values, cases, for_operation, matrix
 from harness.judging.judge import as_rows, bounds, judge_softmax, measure, oracle_of
 from harness.judging.recording import make_record
-from harness.inputs.strategies import VALUE_CLASSES, Case, Layout, Values, cases, for_operation, matrix
 from oracles import correctly_rounded, profiles
 from oracles.bounds import (Arithmetic, PrecisionProfile, Reduction, log_softmax_backward_bound, log_softmax_bound,
                             softmax_backward_bound, softmax_bound)

@@ -7,9 +7,9 @@ import torch
 from hypothesis import find, settings
 
 from harness.inputs import coverage, strategies
+from harness.inputs.strategies import POSITIVE, Case, ValueClass, Values
 from harness.judging.judge import judge_softmax
 from harness.replay import parse_case
-from harness.inputs.strategies import POSITIVE, Case, ValueClass, Values
 from oracles.call import Call
 from specs import operations
 from specs.operations import Declared

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.plugins.failures import HYPOTHESIS_NOTES_LEFT_OUT
 from harness.guard.replay_command import PREFIX
+from harness.plugins.failures import HYPOTHESIS_NOTES_LEFT_OUT
 from tests.subruns import environment
 
 ROOT = Path(__file__).resolve().parents[2]

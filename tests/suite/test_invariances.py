@@ -6,9 +6,9 @@ import types
 import pytest
 import torch
 
+from harness.inputs.strategies import Case, Values
 from harness.internals import payload
 from harness.judging.invariance import INVARIANCE, Invariance, exact_shift
-from harness.inputs.strategies import Case, Values
 from report import baseline, invariances
 from specs.registry import Capabilities, resolve
 from specs.torch_softmax import TORCH_CONTRACT

@@ -34,8 +34,9 @@ def test_a_kernels_message_and_name_in_summary_md_are_text_not_html_or_markup(tm
     invariances = {kernel: {"batch": {"promised": False, "held": False, "counterexample": "[x](http://x)",
                                       "tests": []}}}
     gate = ["kernel  category  verdict", f"```{kernel}  softmax/float32/normal  regressed"]
-    artifacts.write_markdown(tmp_path, RUN, "FAILED", [failure], {}, [f"t.py::test_y[{kernel}]"], gate, invariances,
-                             [f"- {kernel} softmax on shape=(2, 3)"])
+    artifacts.write_markdown(tmp_path, artifacts.Report(
+        run=RUN, verdict="FAILED", failures=[failure], categories={}, records=[], missing=[f"t.py::test_y[{kernel}]"],
+        gate=gate, invariances=invariances, in_progress=[f"- {kernel} softmax on shape=(2, 3)"]))
     summary = (tmp_path / "summary.md").read_text()
     assert f"- `t.py::test_x[{kernel}]` (call): ValueError: {MARKUP_AS_TEXT}\n" in summary  # a code span is text
     assert "  replay: ``python -m harness.replay --kernel 'a`b' CASE``\n" in summary  # a span its backtick cannot end

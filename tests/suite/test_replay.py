@@ -16,8 +16,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from harness.inputs.catalog import CATALOG
-from harness.replay import RECIPES, parse_case
 from harness.inputs.strategies import Case, Layout, Mask, Specials, Values, cases
+from harness.replay import RECIPES, parse_case
 from specs.registry import Capabilities
 from tests.subruns import environment
 

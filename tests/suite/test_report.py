@@ -6,17 +6,16 @@ import json
 import re
 import subprocess
 import sys
-import types
 from pathlib import Path
 
 import hypothesis
 import pytest
 import torch
 
-from harness.plugins import seeding
 from harness.inputs import strategies
+from harness.plugins import seeding
 from harness.plugins.session import Draws
-from report import artifacts, baseline, files
+from report import artifacts, baseline, columns, files
 from report.summary import ULP_BUCKETS, categorize
 from report.__main__ import main as report_cli
 from tests import junit
@@ -386,16 +385,15 @@ def test_torch_on_the_cpu_is_judged_only_on_the_baselines_instruction_set(backen
 def test_the_verdict_counts_as_passed_only_tests_that_passed():
     """Skips and expected failures inside a test body come as call reports too: the H100 summary said 400 passed
     where pytest counted 385."""
-    from harness.plugins.reporting import Gatherer
+    from harness.plugins.ledger import Ledger
 
-    no_terminal = types.SimpleNamespace(pluginmanager=types.SimpleNamespace(get_plugin=lambda name: None))
-    gatherer = Gatherer(config=no_terminal)
+    ledger = Ledger()
     for outcome in ("passed", "skipped", "passed", "failed"):
         report = pytest.TestReport(f"t::{outcome}", ("t", 0, outcome), {}, outcome, None, "call", user_properties=[])
         if outcome == "failed":
             report.longrepr = "AssertionError: planted"
-        gatherer.pytest_runtest_logreport(report)
-    assert gatherer.passed == 2 and len(gatherer.failures) == 1
+        ledger.take(report)
+    assert ledger.passed == 2 and len(ledger.failures) == 1
 
 
 def test_a_report_folder_that_cannot_be_written_stops_the_run_before_any_test(run_pytest, tmp_path):
@@ -520,6 +518,11 @@ def cells_of(header: str, row: str, separator: str = "|") -> dict[str, str]:
     return dict(zip(split(header), split(row)))
 
 
+def failed_report(run: dict, categories: dict) -> artifacts.Report:
+    return artifacts.Report(run=run, verdict="FAILED", failures=[], categories=categories, records=[], missing=[],
+                            gate=[], invariances={})
+
+
 def test_special_value_misses_have_a_column_of_their_own_in_every_table(tmp_path):
     """A row of 0 ULP, mean 0 and 4 violations says what the violations are: results special values decide,
     missed (issue 48, item 10).  In the report's tables (summary.md, index.html), the league's and the terminal's."""
@@ -532,18 +535,44 @@ def test_special_value_misses_have_a_column_of_their_own_in_every_table(tmp_path
         == {"max_ulp": 0, "violations": 4, "non_finite": 0, "special_misses": 4}
     categories = categorize([record])
     run = {"backend": "cpu", "device": "cpu", "profile": "dev", "git_commit": "c", "started": "now", "versions": {}}
-    markdown = artifacts.write_markdown(tmp_path, run, "FAILED", [], categories, [], [], {}, []).read_text()
+    markdown = artifacts.write_markdown(tmp_path, failed_report(run, categories)).read_text()
     header = next(line for line in markdown.splitlines() if line.startswith("| category |"))
     row = next(line for line in markdown.splitlines() if line.startswith("| softmax/float32/normal |"))
     assert cells_of(header, row)["special misses"] == "4" and cells_of(header, row)["violations"] == "4"
-    html = artifacts.write_html(tmp_path, run, "FAILED", [], categories, [], [], [], {}, []).read_text()
+    html = artifacts.write_html(tmp_path, failed_report(run, categories), []).read_text()
     assert "<th>special misses</th>" in html and "<td>4</td><td>0</td><td>4</td>" in html  # violations, NaN/inf, it
     league_lines = league.markdown(categories, {})
     league_header = next(line for line in league_lines if line.startswith("| kernel |"))
     league_row = next(line for line in league_lines if line.startswith("| k | float32 | all |"))
     assert cells_of(league_header, league_row)["special misses"] == "4"
     terminal = category_table(categories)
-    assert terminal[0].split()[-2:] == ["special", "misses"] and terminal[1].split()[-1] == "4"
+    headings = [column.short for column in columns.of(columns.TERMINAL)]
+    assert "special misses" in terminal[0] and terminal[1].split()[2 + headings.index("special misses")] == "4"
+
+
+def test_every_table_shows_the_columns_of_the_one_column_table_in_its_order(tmp_path, monkeypatch):
+    """report/columns.py is the one list of columns: summary.md, index.html, the league and the terminal show each
+    column it gives them, with its heading, in its order, and a column it adds appears in every table it names."""
+    from harness.plugins.reporting import category_table
+    from report import league
+    from report.summary import categorize
+
+    categories = categorize([a_record_missing_special_values()])
+    run = {"backend": "cpu", "device": "cpu", "profile": "dev", "git_commit": "c", "started": "now", "versions": {}}
+    added = columns.Column("a new column", "new", "kernel", "violations", "", (columns.TERMINAL, columns.SUMMARY,
+                                                                                 columns.LEAGUE))
+    original = columns.COLUMNS
+    for table in ((), (added,)):
+        monkeypatch.setattr(columns, "COLUMNS", original + table)
+        markdown = artifacts.write_markdown(tmp_path, failed_report(run, categories)).read_text()
+        league_lines = league.markdown(categories, {})
+        terminal = category_table(categories)
+        summary = next(line for line in markdown.splitlines() if line.startswith("| category |"))
+        assert summary == "| " + " | ".join(["category", *(c.heading for c in original + table
+                                                           if columns.SUMMARY in c.tables)]) + " |"
+        assert next(line for line in league_lines if line.startswith("| kernel |")).endswith(
+            " | ".join(c.heading for c in original + table if columns.LEAGUE in c.tables) + " |")
+        assert terminal[0].split()[-1] == ("new" if table else "mean")
 
 
 def test_a_league_of_a_report_older_than_the_count_says_it_is_unknown():

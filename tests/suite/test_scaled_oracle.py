@@ -9,8 +9,8 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness.judging.judge import as_rows
 from harness.inputs.strategies import ATTENTION_SCALES, BIAS_KINDS, BIAS_SPANS, Bias, Case, Values
+from harness.judging.judge import as_rows
 from oracles import correctly_rounded
 from oracles.call import Call
 from oracles.formats import FP32, FP64, format_of, round_mpf, ulp

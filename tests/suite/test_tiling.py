@@ -7,8 +7,8 @@ import warnings
 import pytest
 import torch
 
-from harness.guard import calls
 from harness.device import tiling
+from harness.guard import calls
 from harness.judging.judge import judge_softmax
 from oracles.call import Call
 from specs.operations import OPERATIONS
