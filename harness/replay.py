@@ -303,30 +303,38 @@ def built(case, op, backend: str, device):
 
 
 def replayed(kernel, case, call, backend) -> int:
-    """Run ``kernel`` on ``call`` under the guard, judge what it returned, say it: the exit status."""
-    from .guard.calls import ContractBroken, KernelHang
-    from .judging.judge import describe_input, judge_softmax, unknown_construction
+    """Run ``kernel`` on ``call`` and judge what it returned, as the tests do (:mod:`harness.judging.pipeline`),
+    and say it: the exit status."""
+    from .guard.calls import ContractBroken, KernelHang, SuiteFailure
+    from .judging.judge import accepted_by_torch, describe_input
+    from .judging.pipeline import LOOSEST, run_and_judge
 
     say(f"{kernel.name}, {call.operation.name} on {backend.name} ({backend.device_name}): "
         f"{describe_input(call.x, call.dim)}")
-    refusal = kernel.capabilities.call_refusal(call)
     try:
-        y = kernel.run(call)
-    except (ContractBroken, KernelHang) as error:  # it changed its input, reused an output, hung, raised inside
+        ran = run_and_judge(kernel, call, replay=f"{case!r} -> {describe_input(call.x, call.dim)}")
+    except (ContractBroken, KernelHang) as error:  # a result of another shape or dtype; a hang
         say(str(error))
         return BEYOND
-    except Exception as error:  # noqa: BLE001
-        say(f"refused, as it must be outside its capabilities ({refusal}): {type(error).__name__}: {error}")
-        return WITHIN
-    if refusal is not None:
-        say(f"returned numbers for an input outside its declared capabilities: {refusal}")
-        if kernel.clear_refusals:
+    if isinstance(ran.raised, SuiteFailure):  # it changed its input, reused an output, raised inside the guard
+        say(str(ran.raised))
+        return BEYOND
+    if ran.raised is not None:
+        said = f"{type(ran.raised).__name__}: {ran.raised}"
+        if ran.refusal is None:
+            say(f"raised inside its declared capabilities: {said}")
             return BEYOND
-        say("judged with the loosest known arithmetic:")
-        kernel = unknown_construction(kernel)
-    verdict = judge_softmax(kernel, call, y, replay=f"{case!r} -> {describe_input(call.x, call.dim)}")
-    say(verdict.explain())
-    return WITHIN if verdict.ok else BEYOND
+        must = ran.kernel.clear_refusals and not isinstance(ran.raised, type(ran.refusal))
+        say(f"refused with {said}, where it must raise {type(ran.refusal).__name__} ({ran.refusal})" if must else
+            f"refused, as it must be outside its capabilities ({ran.refusal}): {said}")
+        return BEYOND if must else WITHIN
+    if ran.refusal is not None:
+        say(f"returned numbers for an input outside its declared capabilities: {ran.refusal}")
+        if ran.verdict is None:  # this project's kernels must refuse; torch refuses the input or it holds no number
+            return BEYOND if kernel.clear_refusals or not accepted_by_torch(call.x, call.dim) else WITHIN
+        say(f"{LOOSEST}:")
+    say(ran.verdict.explain())
+    return WITHIN if ran.verdict.ok else BEYOND
 
 
 def say(text: str) -> None:

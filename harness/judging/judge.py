@@ -16,7 +16,6 @@ from dataclasses import dataclass, replace
 from functools import cached_property
 
 import numpy as np
-import pytest
 import torch
 
 from oracles import backward, correctly_rounded, semantics
@@ -229,32 +228,6 @@ def figures(summary: dict, judged: int) -> str:
     n = summary["non_finite"]
     said = f"max {summary['max_ulp']:.0f} ULP, mean {summary['mean_ulp']:.3f} over {judged - n} result(s)"
     return said + (f", and {n} NaN or inf where the oracle's result is finite (or the reverse)" if n else "")
-
-
-def expect_refusal(kernel: KernelSpec, call: Call, refusal: Exception, judge=None) -> None:
-    """``call`` is outside the kernel's capabilities.
-
-    This project's kernels must refuse with the clear error ``refusal`` names.  A user's
-    kernel may refuse as torch does, with any exception; if it returns numbers instead,
-    torch must accept the input, and the numbers must be right: ``judge(y)`` judges them
-    (as a kernel of unknown construction's: its precision model covers what it declares).
-    A broken call contract (:mod:`harness.guard.calls`) is never taken for a refusal.
-    """
-    if kernel.clear_refusals:
-        with pytest.raises(type(refusal)):
-            kernel.run(call)
-        return
-    try:
-        y = kernel.run(call)
-    except ContractBroken:
-        raise
-    except Exception:  # noqa: BLE001  (torch refuses with IndexError, RuntimeError, NotImplementedError)
-        return
-    assert accepted_by_torch(call.x, call.dim), \
-        f"{kernel.name} returned numbers for an input outside its declared capabilities ({refusal})"
-    if judge is not None and call.x.is_floating_point() and call.x.numel():  # an empty result holds nothing to judge
-        judge(y).check(f"{kernel.name} returned numbers for an input outside its declared capabilities ({refusal}), "
-                       "judged with the loosest known arithmetic:\n")
 
 
 def unknown_construction(kernel: KernelSpec) -> KernelSpec:

@@ -14,19 +14,18 @@ run with its replay line.  The softmax tests run before the others (marked
 kernel fails within a minute.
 """
 
-import functools
 from dataclasses import dataclass, field
 
 import pytest
 import torch
 from hypothesis import example, given, target
 
-from harness.guard.replay_command import PREFIX, command
 from harness.inputs import coverage
 from harness.inputs.catalog import CATALOG
 from harness.inputs.fixed_inputs import fixed_dtype, longest_fixed_row, row_inputs
 from harness.inputs.strategies import Case, cases, for_operation
-from harness.judging.judge import describe_input, expect_refusal, judge_softmax, unknown_construction
+from harness.judging import pipeline
+from harness.judging.judge import describe_input
 from harness.judging.recording import make_record
 from harness.plugins import timebox
 from oracles.call import Call
@@ -52,23 +51,19 @@ class Worst:
 def judge_case(kernel, backend, op: Declared, case: Case, worst: Worst, record, drawn: coverage.Drawn,
                fixed: set) -> None:
     """Run and judge one case of ``op`` (or expect its refusal), record it, and aim the search at its worst error."""
-    call = case.call(op, backend.name, backend.device)
-    x = call.x
-    replay_command = command(kernel, backend.name, op.name, case)
-    replay = f"{case!r} -> {describe_input(x, case.dim)}\n{PREFIX}{replay_command}"
-    judge = functools.partial(judge_softmax, call=call, replay=replay, command=replay_command)
-    refusal = kernel.capabilities.call_refusal(call)
-    if refusal is not None:
-        expect_refusal(kernel, call, refusal, judge=lambda y: judge(unknown_construction(kernel), y=y))
+    ran, replay = pipeline.judge_case(kernel, backend, op, case)
+    if ran.refusal is not None or ran.verdict is None:
+        ran.check()
         return
-    drawn.add(case, case.make()[0] if op.backward else x)  # a backward's cells are of the forward's logits
-    verdict = judge(kernel, y=kernel.run(call))
+    drawn.add(case, case.make()[0] if op.backward else ran.call.x)  # a backward's cells are of the forward's logits
+    verdict = ran.verdict
     record(make_record(kernel.name, backend, case, verdict, fixed=case in fixed))
     summary = verdict.kernel.summary()
     target(min(summary["worst_ratio"], 1e300), label="error-to-bound ratio")  # inf: a violation, reported below
     target(min(summary["max_ulp"], 1e300), label="max ULP")
-    worst.update(x.dtype, summary["worst_ratio"], f"ratio {summary['worst_ratio']:.3f}, max {summary['max_ulp']:.0f} ULP "
-                                                  f"(torch {verdict.peer.summary()['max_ulp']:.0f}): {replay}")
+    worst.update(ran.call.x.dtype, summary["worst_ratio"],
+                 f"ratio {summary['worst_ratio']:.3f}, max {summary['max_ulp']:.0f} ULP "
+                 f"(torch {verdict.peer.summary()['max_ulp']:.0f}): {replay}")
     verdict.check()
 
 
@@ -147,4 +142,4 @@ def test_masked_rows_keeping_only_nan_are_nan_on_every_path(kernel, backend):
         keep[2, [0, n // 2]] = True  # a -inf and the NaN
         for rows, kept in row_inputs(capabilities, x, keep):
             call = Call(rows, -1, MASKED_SOFTMAX, backend.name, kept)
-            judge_softmax(kernel, call, kernel.run(call), replay=f"rows of {n}: {describe_input(rows, -1)}").check()
+            pipeline.run_and_judge(kernel, call, replay=f"rows of {n}: {describe_input(rows, -1)}").check()

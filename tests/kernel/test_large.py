@@ -34,7 +34,8 @@ import pytest
 import torch
 
 from harness.inputs.strategies import ATTENTION_SCALES
-from harness.judging.judge import Judgement, describe_input, expect_refusal, judge_softmax, unknown_construction
+from harness.judging import pipeline
+from harness.judging.judge import Judgement, describe_input
 from oracles.call import Call
 from oracles.formats import format_of
 from specs.operations import OPERATIONS, SOFTMAX, TESTED_DTYPES, Declared
@@ -179,14 +180,11 @@ def judged_large(kernel, backend, op: Declared, dtype: torch.dtype, shape: tuple
     replay = (f"rows 0-{JUDGED_ROWS - 1} and {n - JUDGED_ROWS}-{n - 1} (judged as rows 0-{2 * JUDGED_ROWS - 1}) of "
               f"{describe_input(x, -1)}, tests/kernel/test_large.py large_call seed {SEED}")
 
-    def judge(spec, y: torch.Tensor) -> Judgement:
-        return judge_softmax(spec, judged, ends(y), replay=replay)
-
-    refusal = kernel.capabilities.call_refusal(call)
-    if refusal is not None:
-        expect_refusal(kernel, call, refusal, judge=lambda y: judge(unknown_construction(kernel), y))
+    ran = pipeline.run_and_judge(kernel, call, replay=replay, judged=lambda y: (judged, ends(y)))
+    if ran.refusal is not None or ran.verdict is None:
+        ran.check()
         return None
-    return judge(kernel, kernel.run(call))
+    return ran.verdict
 
 
 def check_large(kernel, backend, free_device_memory, op: Declared, dtype: torch.dtype, shape: tuple[int, ...]) -> None:

@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from harness.guard.calls import ContractBroken
-from harness.judging.judge import expect_refusal, judge_softmax
+from harness.judging.judge import judge_softmax
+from harness.judging.pipeline import run_and_judge
 from kernels.fused_softmax import softmax as fused_softmax
 from oracles.call import Call
 from specs.operations import SOFTMAX
@@ -21,13 +22,15 @@ def test_a_user_kernel_refuses_as_torch_does_and_silence_is_caught():
     ints, empty = torch.ones(2, 3, dtype=torch.int32), torch.ones(0, 3, dtype=torch.int32)
     refusal = Capabilities().refusal(ints, 1)
     of_ints, of_empty = Call(ints, 1, SOFTMAX, "cpu"), Call(empty, 1, SOFTMAX, "cpu")
-    expect_refusal(user, of_ints, refusal)  # RuntimeError: not implemented for 'Int'
-    expect_refusal(user, of_empty, refusal)  # torch accepts an empty int tensor
+    refused = run_and_judge(user, of_ints, replay="ints")  # RuntimeError: not implemented for 'Int'
+    assert str(refused.refusal) == str(refusal) and isinstance(refused.raised, RuntimeError)
+    refused.check()
+    run_and_judge(user, of_empty, replay="empty ints").check()  # torch accepts an empty int tensor
     silent = replace(user, softmax=lambda x, dim: torch.zeros(x.shape))
     with pytest.raises(AssertionError, match="returned numbers for an input outside"):
-        expect_refusal(silent, of_ints, refusal)
+        run_and_judge(silent, of_ints, replay="ints").check()
     with pytest.raises(RuntimeError):  # this project's kernels must raise the TypeError naming x.dtype
-        expect_refusal(replace(user, clear_refusals=True), of_ints, refusal)
+        run_and_judge(replace(user, clear_refusals=True), of_ints, replay="ints").check()
 
 
 def test_offsets_past_31_bits_are_refused():

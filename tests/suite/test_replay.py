@@ -276,3 +276,28 @@ def test_a_kernel_that_calls_os_exit_0_inside_its_call_is_no_pass():
     result = replay("--kernel", EXITS + "os_exits_zero", "--device", "cpu", SMALL)
     assert result.returncode == 1, result.stdout[-2000:] + result.stderr[-2000:]
     assert "the kernel's process ended (exit status 0) before it answered" in result.stdout, result.stdout[-2000:]
+
+
+
+def test_a_kernel_that_raises_inside_its_declared_capabilities_is_beyond_them(capsys):
+    """Unguarded (the guard names such a raise itself), the replay said "refused, as it must be outside its
+    capabilities (None)" and exited 0 where the test of the same call fails: both now read one record
+    (harness/judging/pipeline.py)."""
+    from dataclasses import replace
+    from types import SimpleNamespace
+
+    from harness.judging.pipeline import run_and_judge
+    from harness.replay import BEYOND, replayed
+    from oracles.call import Call
+    from specs.operations import SOFTMAX
+    from specs.registry import resolve
+
+    def crashes(x, dim):
+        raise RuntimeError("an illegal memory access")
+
+    kernel = replace(resolve("torch"), softmax=crashes)
+    call = Call(torch.ones(2, 3), 1, SOFTMAX, "cpu")
+    with pytest.raises(RuntimeError, match="an illegal memory access"):
+        run_and_judge(kernel, call, replay="ones").check()
+    assert replayed(kernel, "ones", call, SimpleNamespace(name="cpu", device_name="x86_64")) == BEYOND
+    assert "raised inside its declared capabilities: RuntimeError: an illegal memory access" in capsys.readouterr().out
