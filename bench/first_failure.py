@@ -12,7 +12,7 @@ instead, the suite's own tests and the registered kernels beside the planted bug
 README's gate command runs them (a bug planted in one of this project's kernels).  The defaults are three bugs of different
 kinds: one the regression catalog holds (a finite fill value), one of the arithmetic
 (accumulation in the half dtype), one that only drawn inputs reveal (long rows losing their
-last element), which Hypothesis then shrinks.  Targets (issue 35): 60 s on an H100, 120 s on
+last element), which Hypothesis then shrinks.  Targets: 60 s on an H100, 120 s on
 2 CPU cores.
 """
 

@@ -8,7 +8,7 @@ checks and the plan (skipped for a repeated call), ``torch.empty`` for the
 output, and the launch.  Timed: ``full_softmax.softmax``; the bare launch that
 its first call made, ``contiguous_rows_kernel[grid](...)``, with the output
 preallocated; ``torch.empty`` alone; ``torch.softmax``.  Medians of five
-rounds, all in this run.  The target (issue 19): a repeated call at most 1.3x
+rounds, all in this run.  The target: a repeated call at most 1.3x
 the bare launch.
 """
 

@@ -31,7 +31,7 @@ torch.compile is timed twice: as the suite registers it (``inductor``,
 
 Writes ``bandwidth.json`` (the card, its SMs, L2 and memory's peak bandwidth,
 with every figure, the copy's among them, so that ratios compare across cards)
-and ``bandwidth.png`` to ``--out`` (default ``docs/bench``), and checks the targets of the full kernel (issue 19): at least
+and ``bandwidth.png`` to ``--out`` (default ``docs/bench``), and checks the targets of the full kernel: at least
 0.95x the fastest of torch, Liger, FlagGems, torch.compile and QuACK at every N, 0.9
 of a copy for rows of 1024 to 32768, fp32 errors of at most 4 ulps.
 """

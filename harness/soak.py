@@ -72,8 +72,8 @@ from .device import pinning
 
 GRACE_SECONDS = 30.0  # a round's pytest, once signalled, has this long to write its soak-log and report
 # How long a round's pytest may run past the soak's end before the driver stops it as hung: its minutes count
-# from the end of its collection (start-up took 25 s under a loaded H100 gate), the test running at the end
-# finishes its example, and a failure found by then is shrunk, for up to Hypothesis's 5 minutes.
+# from the end of its collection (start-up, tens of seconds on a loaded host: docs/timings.md), the test running
+# at the end finishes its example, and a failure found by then is shrunk, for up to Hypothesis's 5 minutes.
 ROUND_MARGIN_SECONDS = 10 * 60.0
 POLL_SECONDS = 0.2  # how often the driver looks for a signal or an overrun while a round runs
 # A round's counts (soak.json's keys) of its tests' outcomes (harness/plugins/soak_log.py's words).

@@ -26,8 +26,8 @@ class Column:
     side: str | None
     # The statistic's key.
     key: str
-    # How it is shown: a format spec for summary.shown ("-" where it is undefined), "ratio" for an error-to-bound
-    # ratio (summary.shown_ratio), "" for a count as it is.
+    # How it is shown: a format spec for summary.shown, "ratio" for an error-to-bound ratio (summary.shown_ratio),
+    # "" for a count as it is.
     spec: str
     # The tables that show it.
     tables: tuple[str, ...]
@@ -38,7 +38,10 @@ class Column:
         return (stats[self.side] if self.side else stats).get(self.key)
 
     def cell(self, stats: dict) -> str:
+        """The statistic as the table shows it; "-" where it is undefined or the row predates it."""
         value = self.value(stats)
+        if value is None:
+            return "-"
         if self.spec == "ratio":
             return shown_ratio(value)
         return str(value) if not self.spec else shown(value, self.spec, self.scale)

@@ -27,7 +27,7 @@ from pathlib import Path
 from . import columns
 from . import invariances as invariance_table
 from .figures import pyplot
-from .summary import Category, count_of
+from .summary import Category, combined
 from .text import markdown_text
 
 OP = "softmax"
@@ -44,18 +44,9 @@ def speed(bench: dict | None, kernel: str, dtype: str) -> tuple[float, float] | 
 
 
 def merged(groups: list[dict]) -> dict:
-    """One row of statistics from several categories: maxima, element-weighted means."""
-    elements = sum(g["elements"] for g in groups)
-    stats = [g["kernel"] for g in groups]
-
-    def weighted(key: str) -> float | None:
-        pairs = [(s[key], g["elements"]) for s, g in zip(stats, groups) if s[key] is not None]
-        total = sum(n for _, n in pairs)
-        return sum(v * n for v, n in pairs) / total if total else None
-
-    return {"elements": elements, "max_ulp": max(s["max_ulp"] for s in stats), "mean_ulp": weighted("mean_ulp"),
-            "correctly_rounded": weighted("correctly_rounded"), "worst_ratio": max(s["worst_ratio"] for s in stats),
-            "non_finite": sum(s["non_finite"] for s in stats), "special_misses": count_of(stats, "special_misses")}
+    """One row of statistics from several categories: maxima, element-weighted means, sums (report.summary)."""
+    return {"elements": sum(g["elements"] for g in groups),
+            **combined([g["kernel"] for g in groups], [g["elements"] for g in groups])}
 
 
 def rows(categories: dict, bench: dict | None = None, op: str = OP) -> list[dict]:

@@ -56,33 +56,39 @@ class Category(NamedTuple):
         return "/".join(self)
 
 
+# How each statistic of a record's errors combines over several, weighted by their elements: over a category's
+# records (:func:`categorize`) and over a league row's categories (report/league.py).  A new statistic is one entry.
+COMBINED = {"max_ulp": "max", "max_fractional_ulp": "max", "worst_ratio": "max", "mean_ulp": "mean",
+            "correctly_rounded": "mean", "violations": "sum", "non_finite": "sum", "special_misses": "sum"}
+
+
+def combined(parts: list[dict], elements: list[int]) -> dict:
+    """The statistics of :data:`COMBINED` over ``parts``, each of ``elements`` elements: maxima (0 of none), sums,
+    means weighted by elements (None where there is no element to average over).  A statistic a part predates (last
+    night's report, read by the nightly's comparison) is None, so that a table says "-" rather than a figure of the
+    others."""
+
+    def known(key: str) -> list | None:
+        values = [part.get(key) for part in parts]
+        return None if None in values else values
+
+    def weighted(key: str) -> float | None:
+        pairs = [(part[key], n) for part, n in zip(parts, elements) if part.get(key) is not None]
+        weight = sum(n for _, n in pairs)
+        return math.fsum(v * n for v, n in pairs) / weight if weight else None
+
+    how = {"max": lambda key: None if known(key) is None else max(known(key), default=0.0),
+           "sum": lambda key: None if known(key) is None else sum(known(key)), "mean": weighted}
+    return {key: how[kind](key) for key, kind in COMBINED.items()}
+
+
 def _side(records: list[dict], side: str) -> dict:
     errors = [r[side] for r in records]
-    elements = [e["elements"] for e in errors]
-    total = sum(elements)
-
-    def weighted(key: str) -> float | None:  # None: no element to average over
-        return math.fsum(e[key] * n for e, n in zip(errors, elements)) / total if total else None
-
     return {
-        "max_ulp": max((e["max_ulp"] for e in errors), default=0.0),
-        "mean_ulp": weighted("mean_ulp"),
-        "correctly_rounded": weighted("correctly_rounded"),
-        "max_fractional_ulp": max((e["max_fractional_ulp"] for e in errors), default=0.0),
-        "worst_ratio": max((e["worst_ratio"] for e in errors), default=0.0),
-        "violations": sum(e["violations"] for e in errors),
-        "non_finite": sum(e["non_finite"] for e in errors),
-        "special_misses": count_of(errors, "special_misses"),
+        **combined(errors, [e["elements"] for e in errors]),
         "allclose": sum(bool(e["allclose"]) for e in errors) / len(errors) if errors else 1.0,
         "ulp_histogram": [sum(e["ulp_histogram"][i] for e in errors) for i in range(len(ULP_BUCKETS))],
     }
-
-
-def count_of(errors: list[dict], key: str) -> int | None:
-    """The sum of a count over records; None where a record predates it (last night's, read by the nightly's
-    comparison), so that a table says "-" rather than a 0 nobody counted."""
-    counts = [e.get(key) for e in errors]
-    return None if None in counts else sum(counts)
 
 
 def categorize(records: list[dict]) -> dict[str, dict[str, dict]]:

@@ -14,7 +14,7 @@ import pytest
 
 from harness.internals import payload
 from harness.plugins import scheduling
-from tests.subruns import environment
+from tests import subruns
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -31,11 +31,7 @@ def run_pytest():
     ``cwd`` (the checkout's root unless given)."""
 
     def run(*args: str, cwd: Path = ROOT, **env: str) -> subprocess.CompletedProcess:
-        plugins = [] if "-n" in args else ["-p", "no:xdist"]
-        return subprocess.run(
-            [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *plugins, *args],
-            cwd=cwd, env=environment(**env), capture_output=True, text=True, timeout=900,
-        )
+        return subruns.run(subruns.python("pytest", *args), cwd=cwd, timeout=900, **env)
 
     return run
 
@@ -139,10 +135,7 @@ def readme_command(once, backend):
     def run(command: str) -> dict:
         def make(folder):
             root = once("readme-checkout", copy)[0]["root"]
-            env = environment()
-            env.pop("PYTHONPATH", None)  # the README's commands set none
-            result = subprocess.run(command, shell=True, cwd=root, env=env, capture_output=True, text=True,
-                                    timeout=900)
+            result = subruns.pasted(command, cwd=root, timeout=900)  # the README's commands set no PYTHONPATH
             return {"returncode": result.returncode, "stdout": result.stdout, "stderr": result.stderr, "root": root}
 
         return once("readme-" + hashlib.sha256(command.encode()).hexdigest()[:16], make)[0]

@@ -26,8 +26,8 @@ import torch
 NEG_INF, POS_INF, NAN = -math.inf, math.inf, math.nan
 SMALLEST_TILE = 16
 # The largest undeclared tile, per backend: on the CPU its seams' rows stay within the row cap but for a tile of
-# 4096 declared; on devices 16384 (undeclared tiles of 65536, rows of 131074, doubled the H100 gate's time:
-# docs/timings.md).  A kernel tiling by more declares its tile as a code-path boundary.
+# 4096 declared; on devices 16384 (undeclared tiles of 65536 draw rows of 131074, which double a device gate's
+# time: docs/timings.md).  A kernel tiling by more declares its tile as a code-path boundary.
 LARGEST_TILE = {"cpu": 4096, "cuda": 16384, "npu": 16384}
 
 

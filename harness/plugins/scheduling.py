@@ -3,8 +3,8 @@
 xdist's default, ``load``, hands each worker a share of the collection up front.
 The suite's tests differ in length by a factor of a thousand (an accuracy test
 with its coverage sweep and cold Triton compiles runs minutes, a bounds test
-milliseconds), and on the H100 one worker was left running four accuracy tests
-in a row while fifteen sat idle, for half the gate's time.  So idle workers
+milliseconds): a worker dealt several long tests in a row runs them while the
+others sit idle (docs/timings.md measures it).  So idle workers
 steal (xdist's ``worksteal``); a ``--dist`` given on the command line is kept.
 
 ``worksteal`` still starts each worker on a contiguous slice of the collection,
@@ -14,15 +14,14 @@ and what is stolen at the end is short.  A test's expected length is its
 duration in the file ``--test-durations`` names (``baselines/<backend>-durations.json``
 by default, written by a run given ``--record-durations``); a test the file
 does not name (a user's kernel, say) takes the longest of its family, the same
-test function with other parameters, else nothing (collection order).  On the
-H100 the gate's last minute was a few accuracy tests of a minute or two each,
-started late behind others as long.
+test function with other parameters, else nothing (collection order): a long
+test started last would keep the gate's last minutes to itself.
 
 A test's seconds spent waiting for work that another test does for both (a
 sub-run several tests read, made by whichever asks first: :func:`waited`) are
 not its own, and are recorded without it: else every test of such a group
 would be recorded as long as the work, all would start first and wait on one
-worker's sub-run (on the H100, nine workers of sixteen for two minutes).  The
+worker's sub-run, most workers idle.  The
 tests marked ``last`` read sub-runs that many other tests make (the mutants',
 the reported bugs'): where the workers are few (LAST_WORKERS or fewer) they run
 after all others, when those are made, instead of waiting for another worker

@@ -3,8 +3,8 @@
 A pytest plugin, loaded by the root conftest, inert without ``--soak-deadline``:
 
 * the round's time box (``--soak-minutes``) counts from the moment each
-  process has collected its tests: starting Python, torch and Triton took 25 s
-  under a loaded H100 gate, and is not testing time, so ``--soak-deadline``,
+  process has collected its tests: starting Python, torch and Triton takes tens
+  of seconds on a loaded host and is not testing time, so ``--soak-deadline``,
   the driver's end of the round, moves by that much;
 * a test that starts after the end of the round is skipped as NOT RUN (its
   reports carry ``NOT_RUN``): the round's verdict says it left tests unrun;

@@ -2,7 +2,7 @@
 
 ``softmax`` computes softmax(x / 2), a temperature bug (hundreds of thousands of ulps off on ordinary rows),
 and declares, through ``precision``, an arithmetic whose division errs by up to 1e30 ulps: every bound derived
-from it is beyond any output, so every accuracy test would pass (issue 46, item 2).  Its other figures are
+from it is beyond any output, so every accuracy test would pass.  Its other figures are
 torch's on the CPU.  A declared arithmetic looser than the loosest the suite knows must be refused
 (``specs.registry.precision_model``): tests/suite/test_declared_precision.py checks that this kernel fails.
 

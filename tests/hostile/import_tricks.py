@@ -1,4 +1,4 @@
-"""A kernel with a bug in fp16 whose import reaches for the run (issue 46, item 4): it registers an exit handler
+"""A kernel with a bug in fp16 whose import reaches for the run: it registers an exit handler
 that ends its process with status 0, and sets PYTEST_ADDOPTS so that processes started after it deselect fp16.
 
 Imported by the suite's processes, the first turned a failing run into exit status 0 and the second dropped the

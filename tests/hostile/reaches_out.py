@@ -1,4 +1,4 @@
-"""Hostile kernels that reach for the suite's process from inside a call (issue 46): each must fail, or pass where
+"""Hostile kernels that reach for the suite's process from inside a call: each must fail, or pass where
 it is right, whatever it does there.
 
 Each takes fp32 only and is judged as a user's kernel of unknown construction, in a process of its own

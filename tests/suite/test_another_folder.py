@@ -12,7 +12,7 @@ import pytest
 
 import pytest_softmax_suite
 from harness.guard.replay_command import PREFIX
-from tests.subruns import environment
+from tests import subruns
 
 ROOT = Path(__file__).resolve().parents[2]
 # The planted half-precision sum fails its fp16 softmax accuracy test (a one-step replay) and its permutation test
@@ -30,9 +30,7 @@ def user_folder(tmp_path) -> Path:
 
 
 def pasted(command: str, folder: Path) -> subprocess.CompletedProcess:
-    """A printed command run by a shell in ``folder``, with nothing inherited that it does not say."""
-    env = environment(pythonpath=False)
-    return subprocess.run(command, shell=True, cwd=folder, env=env, capture_output=True, text=True, timeout=300)
+    return subruns.pasted(command, cwd=folder)
 
 
 def test_a_run_from_another_folder_judges_the_kernel_named_from_there_and_its_replay_lines_run_there(

@@ -1,5 +1,5 @@
 """A user kernel's declared precision model may tighten its bounds, never loosen them past what a kernel declaring
-none is judged by (issue 46, item 2): a profile looser than the loosest known arithmetic, summed in any order, is
+none is judged by: a profile looser than the loosest known arithmetic, summed in any order, is
 refused in the test that asks for it (specs.registry.precision_model, oracles.profiles.looser_than)."""
 
 import inspect

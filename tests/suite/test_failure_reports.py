@@ -14,7 +14,7 @@ import pytest
 
 from harness.guard.replay_command import PREFIX
 from harness.plugins.failures import HYPOTHESIS_NOTES_LEFT_OUT
-from tests.subruns import environment
+from tests import subruns
 
 ROOT = Path(__file__).resolve().parents[2]
 SCREEN, COLUMNS = 25, 120  # what a failure may fill
@@ -108,7 +108,7 @@ def replay_line(failed: dict, kind: str) -> str:
 def run_as_printed(commands: list[str]) -> list[subprocess.CompletedProcess]:
     """Printed commands, each run by a shell from the checkout's root with nothing inherited that it does not say,
     side by side."""
-    env = environment(pythonpath=False)
+    env = subruns.environment(pythonpath=False)
     started = [subprocess.Popen(command, shell=True, cwd=ROOT, env=env, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, text=True) for command in commands]
     try:

@@ -5,18 +5,14 @@ one, under the mutation profile (the gate's examples, each test stopping at its 
 import json
 import re
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from tests import junit
+from tests import junit, subruns
 from tests.hostile.misbehaving import PLANTED
-from tests.subruns import environment
 
-ROOT = Path(__file__).resolve().parents[2]
 HOSTILE = "tests.hostile."
 FP32_ACCURACY = ("tests/kernel/test_accuracy.py", "-k", "test_output_within and -softmax- and float32")
 # Tests of another module beside, which must still report when a kernel hangs or kills its process.
@@ -50,11 +46,10 @@ def batch(once) -> dict:
 
 
 def run_batch(folder: Path) -> dict:
-    env = environment()
     kernels = [arg for name in BATCH_KERNELS for arg in ("--kernel", HOSTILE + name)]
-    result = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:xdist", *BATCH_TESTS,
-                             *QUICK, *kernels, "--junitxml", str(folder / "junit.xml"), "--accuracy-report",
-                             str(folder / "report")], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    result = subruns.run(subruns.python("pytest", *BATCH_TESTS, *QUICK, *kernels, "--junitxml",
+                                        str(folder / "junit.xml"), "--accuracy-report", str(folder / "report")),
+                         timeout=900)
     assert result.returncode == pytest.ExitCode.TESTS_FAILED, result.stdout[-3000:] + result.stderr[-3000:]
     verdicts: dict = {}
     for case in junit.outcomes(folder / "junit.xml"):
@@ -267,10 +262,8 @@ def running(report: Path, shape: str) -> bool:
 
 @pytest.mark.parametrize("workers,signum", [("-n 2", signal.SIGTERM), ("-p no:xdist", signal.SIGINT)])
 def test_an_interrupted_run_says_interrupted_and_names_the_calls_in_progress(tmp_path, workers, signum):
-    env = environment()
-    run = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *workers.split(), *FP32_ACCURACY,
-                            *QUICK, "--kernel", f"{HOSTILE}misbehaving:hangs", "--accuracy-report", str(tmp_path)],
-                           cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    run = subruns.start(subruns.python("pytest", *workers.split(), *FP32_ACCURACY, *QUICK, "--kernel",
+                                       f"{HOSTILE}misbehaving:hangs", "--accuracy-report", str(tmp_path)))
     deadline = time.monotonic() + 100  # before the watchdog's 120 s would stop the call itself
     while time.monotonic() < deadline and not running(tmp_path, "(2, 1, 2047)"):
         time.sleep(0.5)
@@ -285,10 +278,8 @@ def test_an_interrupted_run_says_interrupted_and_names_the_calls_in_progress(tmp
 
 def test_the_replay_holds_a_kernel_to_the_same_rules_as_a_run():
     """It was fooled as the run was: "0 of 388 elements beyond the derived bound", the row's input shown as zeros."""
-    env = environment()
-    result = subprocess.run([sys.executable, "-m", "harness.replay", "--kernel", f"{HOSTILE}in_place:zeroes_input",
-                             "--device", "cpu", "Case(shape=(4, 97), dim=1, dtype=torch.float32, seed=3)"],
-                            cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    result = subruns.run(subruns.python("harness.replay", "--kernel", f"{HOSTILE}in_place:zeroes_input", "--device",
+                                        "cpu", "Case(shape=(4, 97), dim=1, dtype=torch.float32, seed=3)"))
     assert result.returncode == 1 and "the kernel changed its input x" in result.stdout, result.stdout + result.stderr
 
 

@@ -1,11 +1,9 @@
 """A kernel named by its path runs in a process of its own (harness/guard/host.py): whatever it does there, from inside a
 call or at its import, reaches neither the input the suite judges by, nor the test's outcome, nor the run's exit
-status, nor its time; and the suite's process never imports it (issue 46)."""
+status, nor its time; and the suite's process never imports it."""
 
-import os
 import re
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -17,10 +15,9 @@ from harness.guard.calls import Breadcrumbs, ContractBroken
 from harness.guard.host import KernelRefused, hosted, raised, record_of
 from specs.registry import Capabilities
 from tests import junit
-from tests.subruns import environment
+from tests import subruns
 from tests.suite.test_hostile import running
 
-ROOT = Path(__file__).resolve().parents[2]
 REACHES_OUT = "tests.hostile.reaches_out"
 FP32_ACCURACY = ("tests/kernel/test_accuracy.py", "-k", "test_output_within and -softmax- and float32")
 QUICK = ("--hypothesis-profile", "mutation", "--self-tests")  # and the run's device: on a GPU gate, its kernels there
@@ -49,10 +46,8 @@ def reaching(once, backend) -> dict:
     def run(folder: Path) -> dict:
         kernels = [arg for name in EXPECTED for arg in ("--kernel", f"{REACHES_OUT}:{name}")]
         started = time.monotonic()
-        result = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:xdist",
-                                 *FP32_ACCURACY, *QUICK, "--device", backend.name, "--call-timeout", str(LIMIT),
-                                 *kernels, "--junitxml",
-                                 str(folder / "junit.xml")], cwd=ROOT, capture_output=True, text=True, timeout=600)
+        result = subruns.run(subruns.python("pytest", *FP32_ACCURACY, *QUICK, "--device", backend.name, "--call-timeout",
+                                            str(LIMIT), *kernels, "--junitxml", str(folder / "junit.xml")), timeout=600)
         by_kernel = {re.search(r"\[tests\.hostile\.reaches_out:(\w+)-", case.name).group(1): case.said
                      for case in junit.outcomes(folder / "junit.xml")}
         return {"status": result.returncode, "seconds": time.monotonic() - started, "outcomes": by_kernel,
@@ -103,12 +98,9 @@ def test_a_kernel_holding_the_gil_is_stopped_at_its_limit_and_named_under_xdist(
 
 
 def test_ctrl_c_ends_a_run_stuck_in_a_kernel_holding_the_gil_within_seconds(tmp_path, backend):
-    env = environment()
-    run = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:xdist", *FP32_ACCURACY,
-                            *QUICK, "--device", backend.name, "--call-timeout", "300",
-                            "--kernel", f"{REACHES_OUT}:holds_the_gil",
-                            "--accuracy-report", str(tmp_path)],
-                           cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    run = subruns.start(subruns.python("pytest", *FP32_ACCURACY, *QUICK, "--device", backend.name, "--call-timeout",
+                                       "300", "--kernel", f"{REACHES_OUT}:holds_the_gil", "--accuracy-report",
+                                       str(tmp_path)))
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and not running(tmp_path, "("):  # any call
         time.sleep(0.5)

@@ -5,7 +5,6 @@ import importlib.metadata
 import json
 import re
 import subprocess
-import sys
 
 import pytest
 import torch
@@ -14,10 +13,10 @@ from harness.plugins import known
 from report.known import counted, label
 from specs import known_findings
 from specs.known_findings import KNOWN_FINDINGS, KnownFinding
-from tests.subruns import environment
+from tests import subruns
 
 SCENARIO = "tests/scenarios/known_findings.py"
-ROOT = __import__("pathlib").Path(__file__).resolve().parents[2]
+ROOT = subruns.ROOT
 
 
 def entry(signature: str) -> KnownFinding:
@@ -76,9 +75,8 @@ def test_a_known_finding_every_run_shows_fails_as_fixed_when_its_test_passes(run
 
 
 def soak(tmp_path, minutes: str, *selection: str, **env) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "harness.soak", "--minutes", minutes, "--out", str(tmp_path), "--",
-                           "-p", "no:xdist", "--device", "cpu", "--kernel", "torch", SCENARIO, *selection],
-                          cwd=ROOT, env=environment(**env), capture_output=True, text=True, timeout=300)
+    return subruns.run(subruns.python("harness.soak", "--minutes", minutes, "--out", str(tmp_path), "--", "-p",
+                                      "no:xdist", "--device", "cpu", "--kernel", "torch", SCENARIO, *selection), **env)
 
 
 def test_a_soak_whose_only_failure_is_known_passes_and_names_it(tmp_path):

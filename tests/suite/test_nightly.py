@@ -2,29 +2,27 @@
 
 import json
 import signal
-import subprocess
-import sys
 
 from harness.nightly import compare
 from report import league
 from report.summary import ULP_BUCKETS, categorize
 from tests.scenarios.soak_stalled import is_running, stalled_pid
-from tests.subruns import environment
+from tests import subruns
 
-ROOT = __import__("pathlib").Path(__file__).resolve().parents[2]
 STALLED = "tests/scenarios/soak_stalled.py"
 
 
 def nightly_command(out, *options, tests=(STALLED, "-k", "passes")):
     """``python -m harness.nightly`` into ``out``, its soak's rounds running ``tests`` on the CPU (the scenarios'
     tests judge no kernel: the nightly's --kernel would deselect them without --self-tests)."""
-    return [sys.executable, "-m", "harness.nightly", "--out", str(out), *options,
-            "--", "-p", "no:xdist", "--device", "cpu", "--self-tests", *tests]
+    return subruns.python("harness.nightly", "--out", str(out), *options,
+                          "--", "-p", "no:xdist", "--device", "cpu", "--self-tests", *tests)
 
 
 def stats(max_ulp, mean_ulp, correctly_rounded, worst_ratio, elements):
     side = {"max_ulp": max_ulp, "mean_ulp": mean_ulp, "correctly_rounded": correctly_rounded,
-            "worst_ratio": worst_ratio, "non_finite": 0, "special_misses": 0}
+            "max_fractional_ulp": max_ulp, "worst_ratio": worst_ratio, "violations": 0, "non_finite": 0,
+            "special_misses": 0}
     return {"records": 1, "elements": elements, "kernel": side, "torch": side}
 
 
@@ -63,14 +61,13 @@ def test_the_league_is_written_with_a_plot_per_dtype(tmp_path):
 
 def test_the_driver_soaks_merges_rounds_writes_the_league_and_compares_with_last_night(tmp_path):
     def night(out, *extra):
-        return subprocess.run(
+        return subruns.run(
             nightly_command(out, "--minutes", "0.3", *extra,
                             # One test: its share is the whole round, time for the fixed inputs and a search too
                             # on a loaded machine.
                             tests=["tests/kernel/test_accuracy.py", "-k", "test_output_within and -softmax- and float32",
                                    "--kernel", "torch"]),
-            cwd=ROOT, env=environment(SOFTMAX_SUITE_EXAMPLES=str(tmp_path / "examples")),
-            capture_output=True, text=True, timeout=600)
+            timeout=600, SOFTMAX_SUITE_EXAMPLES=str(tmp_path / "examples"))
 
     first = night(tmp_path / "one")
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
@@ -89,8 +86,7 @@ def test_the_driver_soaks_merges_rounds_writes_the_league_and_compares_with_last
 
 def test_a_night_whose_time_box_is_not_a_positive_number_of_minutes_is_refused(tmp_path):
     # tests/suite/test_soak.py tries other values: the drivers share the type of --minutes
-    result = subprocess.run(nightly_command(tmp_path / "night", "--minutes=-5"), cwd=ROOT,
-                            capture_output=True, text=True, timeout=120)
+    result = subruns.run(nightly_command(tmp_path / "night", "--minutes=-5"), timeout=120)
     assert result.returncode == 2, result.stdout + result.stderr
     assert "argument --minutes" in result.stderr and "above 0" in result.stderr, result.stderr
     assert not (tmp_path / "night").exists()
@@ -98,9 +94,8 @@ def test_a_night_whose_time_box_is_not_a_positive_number_of_minutes_is_refused(t
 
 def test_a_signal_to_the_nightly_driver_leaves_the_night_so_far_written_and_marked_interrupted(tmp_path):
     pid_file = tmp_path / "stalled.pid"
-    night = subprocess.Popen(nightly_command(tmp_path / "night", "--minutes", "1", tests=[STALLED, "-k", "stalls"]),
-                             cwd=ROOT, env=environment(SOFTMAX_SUITE_PID_FILE=str(pid_file)),
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    night = subruns.start(nightly_command(tmp_path / "night", "--minutes", "1", tests=[STALLED, "-k", "stalls"]),
+                          SOFTMAX_SUITE_PID_FILE=str(pid_file))
     try:
         stalled = stalled_pid(pid_file, night)
         night.send_signal(signal.SIGINT)
@@ -119,12 +114,10 @@ def test_a_night_merges_only_the_rounds_its_soak_lists_and_a_rerun_is_refused_un
     (stray / "accuracy.json").write_text(json.dumps({
         "schema_version": 1, "run": {"seed": "pinned: 12345 + crc32(test name)"}, "verdict": "the stray round",
         "failures": [], "records": [], "invariances": {}}))
-    refused = subprocess.run(nightly_command(tmp_path / "night", "--minutes", "0.2"), cwd=ROOT,
-                             capture_output=True, text=True, timeout=300)
+    refused = subruns.run(nightly_command(tmp_path / "night", "--minutes", "0.2"))
     assert refused.returncode == 2 and "round-1" in refused.stderr and "--resume" in refused.stderr, refused.stderr
     assert not (tmp_path / "night" / "soak" / "round-2").exists()
-    resumed = subprocess.run(nightly_command(tmp_path / "night", "--minutes", "0.2", "--resume"), cwd=ROOT,
-                             capture_output=True, text=True, timeout=300)
+    resumed = subruns.run(nightly_command(tmp_path / "night", "--minutes", "0.2", "--resume"))
     assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
     listed = json.loads((tmp_path / "night" / "soak" / "soak.json").read_text())["rounds"]
     seeds = json.loads((tmp_path / "night" / "accuracy.json").read_text())["run"]["seeds"]

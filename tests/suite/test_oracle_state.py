@@ -1,6 +1,6 @@
 """The oracles compute in numerical settings of their own (oracles/settings.py): what a kernel leaves changed in
 the process, mpmath's precision, numpy's handling of floating-point errors, gmpy2's context, changes none of
-their exact values, bounds or allowances, and fails no correct kernel (issue 46)."""
+their exact values, bounds or allowances, and fails no correct kernel."""
 
 from contextlib import contextmanager
 

@@ -3,10 +3,8 @@
 import math
 import os
 import re
-import shlex
 import shutil
 import subprocess
-import sys
 from dataclasses import fields
 from pathlib import Path
 
@@ -17,19 +15,20 @@ from hypothesis import strategies as st
 
 from harness.inputs.catalog import CATALOG
 from harness.inputs.strategies import Case, Layout, Mask, Specials, Values, cases
-from harness.replay import RECIPES, parse_case
+from harness.guard.replay_command import RECIPES
+from harness.replay import parse_case
 from specs.registry import Capabilities
-from tests.subruns import environment
+from tests import subruns
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = subruns.ROOT
 PLANTED = "my_kernels:softmax_half_sum"  # examples/my_kernels.py: the row sum in the half input dtype
 
 
 def start_replay(*args: str, cwd: Path = ROOT) -> subprocess.Popen:
     """``python -m harness.replay`` in a fresh interpreter (no inherited TRITON_INTERPRET), running in ``cwd``."""
-    env = environment(PYTHONPATH=os.pathsep.join([str(ROOT / "examples"), str(ROOT)]))
-    return subprocess.Popen([sys.executable, "-m", "harness.replay", *args], cwd=cwd, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    env = subruns.environment(PYTHONPATH=os.pathsep.join([str(ROOT / "examples"), str(ROOT)]))
+    return subprocess.Popen(subruns.python("harness.replay", *args), cwd=cwd, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)  # apart: the tests read what argparse says
 
 
 def finished(process: subprocess.Popen) -> subprocess.CompletedProcess:
@@ -46,9 +45,7 @@ def replay(*args: str) -> subprocess.CompletedProcess:
 
 
 def run_as_printed(command: str) -> subprocess.CompletedProcess:
-    """A printed command run by a shell from the checkout's root, with nothing inherited that it does not say."""
-    env = environment(pythonpath=False)
-    return subprocess.run(command, shell=True, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    return subruns.pasted(command)
 
 
 def test_the_command_a_failure_prints_replays_it_as_printed_and_the_reports_lead_to_it(run_pytest, tmp_path):

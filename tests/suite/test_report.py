@@ -20,7 +20,7 @@ from report.summary import ULP_BUCKETS, categorize
 from report.__main__ import main as report_cli
 from tests import junit
 from tests.scenarios.gate_kernel import GATE_KERNEL, GATE_TESTS
-from tests.subruns import environment
+from tests import subruns
 
 DYING = "tests/scenarios/dying_worker.py"
 # The report and gate machinery is the same on every device: its sub-runs take the CPU, also in a GPU's run.
@@ -233,9 +233,8 @@ def test_compare_runs_from_any_folder(tmp_path):
     old, new = tmp_path / "old.json", tmp_path / "new.json"
     fake_report(old, 10, 1.0)
     fake_report(new, 30, 1.0)
-    env = environment(pythonpath=False)
     result = subprocess.run([sys.executable, str(ROOT / "report"), "compare", str(old), str(new)], cwd=tmp_path,
-                            env=env, capture_output=True, text=True, timeout=120)
+                            env=subruns.environment(pythonpath=False), capture_output=True, text=True, timeout=120)
     assert result.returncode == 1 and "regressed: 1" in result.stdout, result.stdout + result.stderr
 
 
@@ -525,7 +524,7 @@ def failed_report(run: dict, categories: dict) -> artifacts.Report:
 
 def test_special_value_misses_have_a_column_of_their_own_in_every_table(tmp_path):
     """A row of 0 ULP, mean 0 and 4 violations says what the violations are: results special values decide,
-    missed (issue 48, item 10).  In the report's tables (summary.md, index.html), the league's and the terminal's."""
+    missed.  In the report's tables (summary.md, index.html), the league's and the terminal's."""
     from harness.plugins.reporting import category_table
     from report import league
     from report.summary import categorize
@@ -600,8 +599,7 @@ class KeptFigures:
 
 
 def test_each_dtype_has_a_colour_of_its_own_and_the_legend_names_it(tmp_path, monkeypatch):
-    """One kernel in three dtypes: the scatter plots drew every dtype in the kernel's one colour (issue 48, item
-    10)."""
+    """One kernel in three dtypes: the scatter plots drew every dtype in the kernel's one colour."""
     from matplotlib.colors import to_hex
 
     from report.figures import pyplot

@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 import torch
 from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from harness.inputs import coverage
 from harness.inputs.seams import PLACEMENTS, POWERS, Seam, tiles, variants

@@ -3,8 +3,6 @@ verdict of the shards' reports, and refuses folders that are not the shards of o
 
 import json
 import random
-import subprocess
-import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -15,6 +13,7 @@ from harness.plugins.sharding import split
 from report import artifacts, baseline, invariances, merge
 from report.__main__ import main as report_cli
 from report.summary import categorize
+from tests import subruns
 from tests.scenarios.gate_kernel import GATE_KERNEL
 from tests.suite.test_nightly import fixed_record
 
@@ -286,9 +285,8 @@ def test_three_shards_merged_give_the_unsharded_runs_categories_invariances_and_
         assert ("accuracy gate: no regression" in result.stdout) is not measured, result.stdout[-3000:]
 
     folders = [str(tmp_path / f"shard-{k}") for k in (3, 1, 2)]
-    result = subprocess.run([sys.executable, "-m", "report", "merge", str(tmp_path / "merged"), *folders,
-                             "--accuracy-baseline", str(reference)], cwd=ROOT, capture_output=True, text=True,
-                            timeout=300)
+    result = subruns.run(subruns.python("report", "merge", str(tmp_path / "merged"), *folders, "--accuracy-baseline",
+                                        str(reference)))
     assert result.returncode == 1 and "accuracy regressions against the baseline" in result.stdout, \
         result.stdout + result.stderr
     together = accuracy(tmp_path / "merged")

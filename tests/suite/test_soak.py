@@ -3,7 +3,6 @@
 import json
 import re
 import signal
-import subprocess
 import sys
 import time
 
@@ -12,9 +11,8 @@ import pytest
 from harness import soak
 from harness.plugins import timebox
 from tests.scenarios.soak_stalled import is_running, stalled_pid
-from tests.subruns import environment
+from tests import subruns
 
-ROOT = __import__("pathlib").Path(__file__).resolve().parents[2]
 SCENARIO = "tests/scenarios/soak_planted.py"
 STALLED = "tests/scenarios/soak_stalled.py"
 
@@ -75,8 +73,7 @@ def soak_command(out, *options, tests=(STALLED, "-k", "passes"), workers=0, **co
 def run_soak(tmp_path, **env):
     # 24 s of testing (a round's minutes count from the end of its collection, so a loaded machine's start-up
     # does not eat them).
-    return subprocess.run(soak_command(tmp_path, "--minutes", "0.4", tests=[SCENARIO]), cwd=ROOT,
-                          env=environment(**env), capture_output=True, text=True, timeout=300)
+    return subruns.run(soak_command(tmp_path, "--minutes", "0.4", tests=[SCENARIO]), **env)
 
 
 def test_the_driver_runs_rounds_and_writes_what_ran(tmp_path):
@@ -106,12 +103,10 @@ def test_the_driver_fails_and_says_how_to_replay_a_failure(tmp_path):
 def test_what_a_soak_finds_is_replayed_by_the_next_gate(tmp_path):
     found = run_soak(tmp_path, SOFTMAX_SUITE_PLANT_LOSS="from")
     assert found.returncode == 1 and "test_planted_value" in (tmp_path / "soak.md").read_text()
-    gate = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:xdist", SCENARIO, "-k", "value"]
-    env = environment(CI="1", SOFTMAX_SUITE_PLANT_LOSS="exact")
-    alone = subprocess.run(gate, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    gate, env = subruns.python("pytest", SCENARIO, "-k", "value"), {"CI": "1", "SOFTMAX_SUITE_PLANT_LOSS": "exact"}
+    alone = subruns.run(gate, **env)
     assert alone.returncode == 0, alone.stdout[-2000:]  # 25 pinned-seed examples never draw 123456
-    replayed = subprocess.run(gate, cwd=ROOT, env={**env, "SOFTMAX_SUITE_EXAMPLES": str(tmp_path / "examples")},
-                              capture_output=True, text=True, timeout=300)
+    replayed = subruns.run(gate, **env, SOFTMAX_SUITE_EXAMPLES=str(tmp_path / "examples"))
     assert replayed.returncode == 1 and "n=123456" in replayed.stdout, replayed.stdout[-2000:]
 
 
@@ -132,8 +127,7 @@ settings.register_profile("ci", max_examples=20, derandomize=True, database=None
 
 @pytest.mark.parametrize("minutes", ["-5", "0", "nan", "inf"])
 def test_a_time_box_that_is_not_a_positive_number_of_minutes_is_refused(tmp_path, minutes):
-    result = subprocess.run(soak_command(tmp_path, f"--minutes={minutes}"), cwd=ROOT, env=environment(),
-                            capture_output=True, text=True, timeout=60)
+    result = subruns.run(soak_command(tmp_path, f"--minutes={minutes}"), timeout=60)
     assert result.returncode == 2, result.stdout + result.stderr
     assert "argument --minutes" in result.stderr and "above 0" in result.stderr, result.stderr
     assert not any(tmp_path.iterdir())  # no round ran
@@ -142,8 +136,7 @@ def test_a_time_box_that_is_not_a_positive_number_of_minutes_is_refused(tmp_path
 @pytest.mark.parametrize("selected, why", [("skipped", "all 1 of its tests were skipped"),
                                             ("no_such_test", "pytest ran no test (exit status 5)")])
 def test_a_round_that_tested_nothing_fails(tmp_path, selected, why):
-    result = subprocess.run(soak_command(tmp_path, "--minutes", "0.2", tests=[STALLED, "-k", selected]), cwd=ROOT,
-                            env=environment(), capture_output=True, text=True, timeout=300)
+    result = subruns.run(soak_command(tmp_path, "--minutes", "0.2", tests=[STALLED, "-k", selected]))
     assert result.returncode == 1, result.stdout + result.stderr
     first = json.loads((tmp_path / "soak.json").read_text())["rounds"][0]
     assert first["passed"] == first["failed"] == 0 and first["error"] == 1
@@ -154,8 +147,7 @@ def test_a_round_that_tested_nothing_of_a_kernel_it_named_fails(tmp_path):
     """torch passing beside a kernel whose every test was skipped (it declares no log_softmax)."""
     tests = ["tests/kernel/test_accuracy.py", "-k", "test_output_within_derived_bound and log_softmax-float32",
              "--kernel", "examples/my_kernels.py:softmax", "--kernel", "torch"]
-    result = subprocess.run(soak_command(tmp_path, "--minutes", "0.2", tests=tests), cwd=ROOT, env=environment(),
-                            capture_output=True, text=True, timeout=300)
+    result = subruns.run(soak_command(tmp_path, "--minutes", "0.2", tests=tests))
     assert result.returncode == 1, result.stdout + result.stderr
     first = json.loads((tmp_path / "soak.json").read_text())["rounds"][0]
     assert first["passed"] == 1 and first["error"] == 1, first
@@ -168,8 +160,7 @@ def start_stalling_soak(tmp_path, *options, workers=0, constants=None, **env):
     pid_file = tmp_path / "stalled.pid"
     command = soak_command(tmp_path / "soak", *options, tests=[STALLED, "-k", "stalls"], workers=workers,
                            **(constants or {}))
-    driver = subprocess.Popen(command, cwd=ROOT, env=environment(SOFTMAX_SUITE_PID_FILE=str(pid_file), **env),
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    driver = subruns.start(command, SOFTMAX_SUITE_PID_FILE=str(pid_file), **env)
     try:
         return driver, stalled_pid(pid_file, driver)
     except BaseException:
@@ -212,8 +203,7 @@ def test_a_round_past_its_time_box_is_stopped_killed_if_it_ignores_that_and_errs
 
 def test_a_rerun_into_a_folder_holding_rounds_is_refused_and_resume_adds_its_rounds_after_them(tmp_path):
     def soak_into_tmp_path(*options):
-        return subprocess.run(soak_command(tmp_path, "--minutes", "0.2", *options), cwd=ROOT, env=environment(),
-                              capture_output=True, text=True, timeout=300)
+        return subruns.run(soak_command(tmp_path, "--minutes", "0.2", *options))
 
     first = soak_into_tmp_path()
     assert first.returncode == 0, first.stdout + first.stderr
@@ -237,9 +227,8 @@ def test_an_edit_of_a_tests_source_moves_none_of_its_ci_draws(tmp_path):
         folder.mkdir()
         (folder / "test_draws.py").write_text(DRAWING_TEST.format(edit=edit))
         (folder / "conftest.py").write_text(CI_PROFILE_ONLY)
-        run = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:xdist",
-                              "--hypothesis-profile", "ci", "test_draws.py"], cwd=folder,
-                             env=environment(PYTHONPATH=str(ROOT)), capture_output=True, text=True, timeout=300)
+        run = subruns.run(subruns.python("pytest", "--hypothesis-profile", "ci", "test_draws.py"), cwd=folder,
+                          PYTHONPATH=str(subruns.ROOT))
         assert run.returncode == 0, run.stdout[-2000:]
         draws.append((folder / "draws.txt").read_text().split())
     assert len(draws[0]) > 1 and draws[0] == draws[1]
@@ -257,10 +246,9 @@ def test_parallel_rounds_run_at_once_each_with_its_seed_and_say_each_kernels_dep
     """Two rounds at once (seed shards): both in the time of one, with seeds of their own; soak.md's table per
     kernel counts the examples of both."""
     started = time.time()
-    result = subprocess.run(soak_command(tmp_path, "--minutes", "0.25", "--parallel", "2",
-                                         tests=["--kernel", "torch", "tests/scenarios/known_findings.py", "-k",
-                                                "slow_first"]),
-                            cwd=ROOT, env=environment(), capture_output=True, text=True, timeout=300)
+    result = subruns.run(soak_command(tmp_path, "--minutes", "0.25", "--parallel", "2",
+                                      tests=["--kernel", "torch", "tests/scenarios/known_findings.py", "-k",
+                                             "slow_first"]))
     assert result.returncode == 0, result.stdout + result.stderr
     rounds = json.loads((tmp_path / "soak.json").read_text())["rounds"]
     assert len(rounds) >= 2 and len(rounds) % 2 == 0 and len({r["seed"] for r in rounds}) == len(rounds), rounds
@@ -272,9 +260,8 @@ def test_parallel_rounds_run_at_once_each_with_its_seed_and_say_each_kernels_dep
 def test_examples_per_test_gives_every_test_that_many_examples_whatever_its_share_of_time(tmp_path):
     """The planted scenario's slow test (0.05 s an example) runs its 180 examples (9 s), though its share of a 12 s
     round (6 s: two tests, one worker) would end it near 120; the quick one runs 180 too."""
-    result = subprocess.run(soak_command(tmp_path, "--minutes", "0.2", "--examples-per-test", "180",
-                                         tests=[SCENARIO, "-k", "slow or value"]),
-                            cwd=ROOT, env=environment(), capture_output=True, text=True, timeout=300)
+    result = subruns.run(soak_command(tmp_path, "--minutes", "0.2", "--examples-per-test", "180",
+                                      tests=[SCENARIO, "-k", "slow or value"]))
     assert result.returncode == 0, result.stdout + result.stderr
     ran = json.loads((tmp_path / "soak.json").read_text())["rounds"][0]["examples_per_test"]
     assert ran[f"{SCENARIO}::test_slow_examples"] == 180 and ran[f"{SCENARIO}::test_planted_value"] == 180, ran

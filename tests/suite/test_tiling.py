@@ -1,4 +1,4 @@
-"""A tiled kernel that declares one tile is warned (harness/device/tiling.py, issue 48, item 9); this project's kernels and
+"""A tiled kernel that declares one tile is warned (harness/device/tiling.py); this project's kernels and
 the README's example, each of which declares what it does, are not."""
 
 import math
