@@ -305,18 +305,18 @@ def built(case, op, backend: str, device):
 def replayed(kernel, case, call, backend) -> int:
     """Run ``kernel`` on ``call`` and judge what it returned, as the tests do (:mod:`harness.judging.pipeline`),
     and say it: the exit status."""
-    from .guard.calls import ContractBroken, KernelHang, SuiteFailure
-    from .judging.judge import accepted_by_torch, describe_input
+    from .guard.calls import KernelHang, SuiteFailure
+    from .judging.judge import describe_input
     from .judging.pipeline import LOOSEST, run_and_judge
 
     say(f"{kernel.name}, {call.operation.name} on {backend.name} ({backend.device_name}): "
         f"{describe_input(call.x, call.dim)}")
     try:
         ran = run_and_judge(kernel, call, replay=f"{case!r} -> {describe_input(call.x, call.dim)}")
-    except (ContractBroken, KernelHang) as error:  # a result of another shape or dtype; a hang
+    except KernelHang as error:
         say(str(error))
         return BEYOND
-    if isinstance(ran.raised, SuiteFailure):  # it changed its input, reused an output, raised inside the guard
+    if isinstance(ran.raised, SuiteFailure):  # it changed its input, reused an output, returned another shape
         say(str(ran.raised))
         return BEYOND
     if ran.raised is not None:
@@ -331,7 +331,7 @@ def replayed(kernel, case, call, backend) -> int:
     if ran.refusal is not None:
         say(f"returned numbers for an input outside its declared capabilities: {ran.refusal}")
         if ran.verdict is None:  # this project's kernels must refuse; torch refuses the input or it holds no number
-            return BEYOND if kernel.clear_refusals or not accepted_by_torch(call.x, call.dim) else WITHIN
+            return BEYOND if kernel.clear_refusals or not ran.torch_accepts else WITHIN
         say(f"{LOOSEST}:")
     say(ran.verdict.explain())
     return WITHIN if ran.verdict.ok else BEYOND

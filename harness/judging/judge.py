@@ -191,6 +191,8 @@ class Judgement:
 
     def explain(self) -> str:
         k = self.kernel
+        if self.worst() is None:
+            return f"{k.name}: no element to judge: {self.replay}"
         bad = k.violations
         row, col = self.worst()
         kernel, peer = k.summary(), self.peer.summary()

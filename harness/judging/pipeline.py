@@ -20,7 +20,7 @@ from oracles.call import Call
 from specs.registry import KernelSpec
 
 from ..guard import replay_command
-from ..guard.calls import SuiteFailure, describe_input
+from ..guard.calls import ContractBroken, SuiteFailure, describe_input
 from .judge import Judgement, accepted_by_torch, judge_softmax, unknown_construction
 
 LOOSEST = "judged with the loosest known arithmetic"
@@ -41,6 +41,9 @@ class Ran:
     # Its output judged: by its precision model inside its capabilities, with the loosest known arithmetic outside;
     # None where it raised, or returned numbers outside them that torch refuses or that hold nothing to judge.
     verdict: Judgement | None
+    # Outside its capabilities, where it returned numbers: whether torch takes the input (asked once: on an input
+    # past 2^31 elements a second ask could run out of memory where the first did not).
+    torch_accepts: bool | None = None
 
     @property
     def returned_outside(self) -> str:
@@ -58,7 +61,7 @@ class Ran:
                     raise self.raised
                 pytest.fail(f"DID NOT RAISE {type(self.refusal)}: {self.returned_outside}")
         elif self.raised is None:
-            assert accepted_by_torch(self.call.x, self.call.dim), self.returned_outside
+            assert self.torch_accepts, self.returned_outside
             if self.verdict is not None:
                 self.verdict.check(f"{self.returned_outside}, {LOOSEST}:\n")
 
@@ -74,14 +77,17 @@ def run_and_judge(kernel: KernelSpec, call: Call, *, replay: str, command: str |
     except Exception as error:  # noqa: BLE001  (a refusal, the guard's failures, a kernel's crash: check() sorts them)
         return Ran(kernel, call, refusal, error, None)
     judged_call, judged_y = judged(y) if judged else (call, y)
-    if refusal is None:
-        return Ran(kernel, call, None, None, judge_softmax(kernel, judged_call, judged_y, replay=replay,
-                                                           command=command))
-    judgeable = (not kernel.clear_refusals and call.x.is_floating_point() and call.x.numel()
-                 and accepted_by_torch(call.x, call.dim))
-    verdict = judge_softmax(unknown_construction(kernel), judged_call, judged_y, replay=replay,
-                            command=command) if judgeable else None
-    return Ran(kernel, call, refusal, None, verdict)
+    try:
+        if refusal is None:
+            return Ran(kernel, call, None, None, judge_softmax(kernel, judged_call, judged_y, replay=replay,
+                                                               command=command))
+        accepts = accepted_by_torch(call.x, call.dim)
+        judgeable = accepts and not kernel.clear_refusals and call.x.is_floating_point() and call.x.numel()
+        verdict = judge_softmax(unknown_construction(kernel), judged_call, judged_y, replay=replay,
+                                command=command) if judgeable else None
+        return Ran(kernel, call, refusal, None, verdict, accepts)
+    except ContractBroken as error:  # a result of another shape or dtype than the operation's: nothing to judge
+        return Ran(kernel, call, refusal, error, None)
 
 
 def judge_case(kernel: KernelSpec, backend, op, case) -> tuple[Ran, str]:

@@ -52,10 +52,11 @@ def judge_case(kernel, backend, op: Declared, case: Case, worst: Worst, record, 
                fixed: set) -> None:
     """Run and judge one case of ``op`` (or expect its refusal), record it, and aim the search at its worst error."""
     ran, replay = pipeline.judge_case(kernel, backend, op, case)
+    if ran.refusal is None:  # drawn inside the capabilities, whatever the kernel did with it
+        drawn.add(case, case.make()[0] if op.backward else ran.call.x)  # a backward's cells: the forward's logits
     if ran.refusal is not None or ran.verdict is None:
         ran.check()
         return
-    drawn.add(case, case.make()[0] if op.backward else ran.call.x)  # a backward's cells are of the forward's logits
     verdict = ran.verdict
     record(make_record(kernel.name, backend, case, verdict, fixed=case in fixed))
     summary = verdict.kernel.summary()

@@ -298,3 +298,18 @@ def test_a_kernel_that_raises_inside_its_declared_capabilities_is_beyond_them(ca
         run_and_judge(kernel, call, replay="ones").check()
     assert replayed(kernel, "ones", call, SimpleNamespace(name="cpu", device_name="x86_64")) == BEYOND
     assert "raised inside its declared capabilities: RuntimeError: an illegal memory access" in capsys.readouterr().out
+
+
+def test_an_empty_input_a_kernel_takes_replays_within_its_bound(capsys):
+    """The replay of an input without elements crashed in the verdict's explanation (no worst element) and exited 1
+    for a correct kernel."""
+    from types import SimpleNamespace
+
+    from harness.replay import WITHIN, replayed
+    from oracles.call import Call
+    from specs.operations import SOFTMAX
+    from specs.registry import resolve
+
+    call = Call(torch.ones(0, 97), 1, SOFTMAX, "cpu")
+    assert replayed(resolve("torch"), "empty", call, SimpleNamespace(name="cpu", device_name="x86_64")) == WITHIN
+    assert "no element to judge" in capsys.readouterr().out
