@@ -53,6 +53,11 @@ ScaledSoftmax = Callable[[torch.Tensor, float, int], torch.Tensor]  # (x, scale,
 BiasedSoftmax = Callable[[torch.Tensor, torch.Tensor, float, int], torch.Tensor]  # (x, bias, scale, dim)
 CausalSoftmax = Callable[[torch.Tensor, float], torch.Tensor]  # (x, scale), over the last dim
 
+# The attribute of a callable that names the call it runs, told by the keywords ``operation`` (the operation's name)
+# and ``replay`` (the command that replays it in one step, where there is one): the suite's guards, whose
+# breadcrumbs and messages say them.
+NAMES_ITS_CALL = "names_its_call"
+
 INVARIANCES = {
     "batch": "a row's output does not depend on the rows launched with it",
     "shift": "adding a constant that is exact for every entry changes no output bit",
@@ -183,13 +188,17 @@ class KernelSpec:
         """Whether its capabilities declare ``operation``."""
         return declares(self.capabilities, operation)
 
-    def run(self, call: Call) -> torch.Tensor:
+    def run(self, call: Call, replay: str | None = None) -> torch.Tensor:
         """The kernel's result for ``call``: the operation's callable on the call's values it takes, with its
-        out_dtype."""
+        out_dtype.  A callable that names the call it runs (:data:`NAMES_ITS_CALL`: the suite's guards) is told the
+        operation and ``replay``, the command that replays the call in one step."""
         operation = call.operation
+        function = getattr(self, operation.runs)
         extra = {} if call.out_dtype is None else {"out_dtype": call.out_dtype}
+        if getattr(function, NAMES_ITS_CALL, False):
+            extra.update(operation=operation.name, replay=replay)
         given = call.arguments
-        return getattr(self, operation.runs)(*(given[name] for name in operation.arguments), **extra)
+        return function(*(given[name] for name in operation.arguments), **extra)
 
 
 def declares(capabilities: Capabilities, operation: Declared) -> bool:

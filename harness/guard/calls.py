@@ -110,15 +110,17 @@ def set_example(kwargs: dict) -> None:
     CONTEXT.case = next((value for value in kwargs.values() if isinstance(value, Case)), None)
 
 
-def described(spec: KernelSpec, op: str, x: torch.Tensor, dim: int) -> dict:
-    """A call of ``spec``'s ``op`` on ``x`` in the test and example running now: what breadcrumbs and messages say."""
+def described(spec: KernelSpec, op: str, x: torch.Tensor, dim: int, replay: str | None = None) -> dict:
+    """A call of ``spec``'s ``op`` on ``x`` in the test and example running now: what breadcrumbs and messages say;
+    ``replay``: the command that replays it, as its caller gave it, else the one of the example running now."""
     return {"test": CONTEXT.test, "kernel": spec.name, "op": op, "input": describe_input(x, dim),
-            "example": CONTEXT.example, "replay": replay_command(spec, op),
+            "example": CONTEXT.example, "replay": replay or replay_command(spec, op),
             "inside": spec.capabilities.refusal(x, dim) is None, "rows": tiling.rows_of(op, x, dim)}
 
 
 def replay_command(kernel: KernelSpec, op: str) -> str | None:
-    """The one-step replay of the example in progress, when it has a Case."""
+    """The one-step replay of the example in progress, when it has a Case (for a call whose caller gave none: a
+    test calling the kernel's callable itself)."""
     if CONTEXT.case is None or not CONTEXT.backend:
         return None
     return replay_commands.command(kernel, CONTEXT.backend, op, CONTEXT.case)
@@ -316,12 +318,13 @@ class Guard:
     breadcrumbs: Breadcrumbs
     outputs: Outputs
 
-    def call(self, spec: KernelSpec, op: str, function: Callable, x, dim, args: tuple, kwargs: dict):
+    def call(self, spec: KernelSpec, op: str, function: Callable, x, dim, args: tuple, kwargs: dict,
+             replay: str | None = None):
         if not has_storage(x):  # refused inputs without memory (meta, sparse, nested): nothing to guard
             return function(x, *args, **kwargs)
         named = [(name, t) for name, t in (*zip(argument_names(op), (x, *args)), *kwargs.items()) if has_storage(t)]
         inputs = [t for _, t in named]
-        call = self.describe(spec, op, x, dim)
+        call = self.describe(spec, op, x, dim, replay)
         call["inputs"] = [name for name, _ in named]
         mode = flushing()
         if mode:  # left by an import, or by a call the watchdog stopped before its checks
@@ -347,9 +350,9 @@ class Guard:
         self.outputs.add(y)
         return y
 
-    def describe(self, spec: KernelSpec, op: str, x: torch.Tensor, dim: int) -> dict:
+    def describe(self, spec: KernelSpec, op: str, x: torch.Tensor, dim: int, replay: str | None = None) -> dict:
         """The call about to run, as breadcrumbs and messages name it."""
-        return described(spec, op, x, dim)
+        return described(spec, op, x, dim, replay)
 
     def _checked(self, call: dict, function, work, inputs, before, args, kwargs):
         """The call, then its rules; inside the watchdog's time, since the checks wait for the device.  How wide the
@@ -432,8 +435,9 @@ def argument_names(op: str) -> tuple[str, ...]:
 
 
 def operation_named(runs: str, kwargs: dict) -> str:
-    """The operation a call of the callable ``runs`` makes, by the out_dtype it asks for (its breadcrumb and replay
-    name it): the entry asking for that out_dtype, else the one asking for none."""
+    """The operation a call of the callable ``runs`` makes where the caller did not name it (a test calling
+    ``kernel.softmax(x, dim)`` itself), by the out_dtype it asks for: the entry asking for that out_dtype, else the
+    one asking for none."""
     from specs.operations import OPERATIONS  # here: the kernels import triton, which the backend sets up first
 
     named = {op.out_dtype: op.name for op in OPERATIONS.values() if op.runs == runs}
@@ -453,16 +457,18 @@ def dim_of(op: str, args: tuple, kwargs: dict) -> int:
 def guarded(spec: KernelSpec, guard: Guard) -> KernelSpec:
     """``spec`` with each of its callables (those of ``specs.operations``) going through ``guard``."""
     from specs.operations import OPERATIONS
+    from specs.registry import NAMES_ITS_CALL
 
     def wrap(runs: str, function):
         if function is None:
             return None
 
-        def call(x, *args, **kwargs):
-            op = operation_named(runs, kwargs)
-            return guard.call(spec, op, function, x, dim_of(op, args, kwargs), args, kwargs)
+        def call(x, *args, operation: str | None = None, replay: str | None = None, **kwargs):
+            op = operation or operation_named(runs, kwargs)
+            return guard.call(spec, op, function, x, dim_of(op, args, kwargs), args, kwargs, replay)
 
         call.__wrapped__ = function
+        setattr(call, NAMES_ITS_CALL, True)  # KernelSpec.run names the call; a test calling it itself need not
         return call
 
     return replace(spec, **{runs: wrap(runs, getattr(spec, runs)) for runs in {op.runs for op in OPERATIONS.values()}})

@@ -73,7 +73,7 @@ def run_and_judge(kernel: KernelSpec, call: Call, *, replay: str, command: str |
     to judge, of the output (a test of large inputs judges their first and last rows)."""
     refusal = kernel.capabilities.call_refusal(call)
     try:
-        y = kernel.run(call)
+        y = kernel.run(call, replay=command)
     except Exception as error:  # noqa: BLE001  (a refusal, the guard's failures, a kernel's crash: check() sorts them)
         return Ran(kernel, call, refusal, error, None)
     judged_call, judged_y = judged(y) if judged else (call, y)

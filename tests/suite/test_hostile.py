@@ -305,6 +305,36 @@ def test_a_call_for_an_fp32_output_is_named_and_replayed_as_that_operation(tmp_p
     assert "--op softmax_fp32_out " in started[0]["replay"] and "--op softmax " in started[1]["replay"]
 
 
+def test_a_call_through_the_kernels_record_names_its_operation_and_replay_and_guesses_neither(tmp_path, monkeypatch):
+    """KernelSpec.run tells a guarded callable the operation it runs and the command that replays it; the guess from
+    out_dtype, and the replay of the example running, are left to a test calling the callable itself."""
+    import torch
+
+    from harness.guard import calls
+    from oracles.call import Call
+    from specs.operations import OPERATIONS
+    from specs.registry import resolve
+
+    started = []
+    breadcrumbs = calls.Breadcrumbs(tmp_path, "this")
+    monkeypatch.setattr(breadcrumbs, "started", started.append)
+    kernel = calls.guarded(resolve("torch"), calls.Guard(calls.Watchdog(None, 1.0, breadcrumbs), breadcrumbs,
+                                                         calls.Outputs()))
+
+    def no_guess(runs, kwargs):
+        raise AssertionError(f"the operation of a call of {runs} guessed")
+
+    monkeypatch.setattr(calls, "operation_named", no_guess)
+    x = torch.randn(2, 8).half()
+    monkeypatch.setattr(calls.CONTEXT, "case", None)  # no example running: only the caller can say the replay
+    for name in ("softmax_fp32_out", "softmax", "log_softmax"):
+        kernel.run(Call(x, 1, OPERATIONS[name], "cpu"), replay=f"python -m harness.replay --op {name} CASE")
+    assert [(call["op"], call["replay"]) for call in started] == [
+        (name, f"python -m harness.replay --op {name} CASE") for name in ("softmax_fp32_out", "softmax", "log_softmax")]
+    with pytest.raises(AssertionError, match="guessed"):
+        kernel.softmax(x, 1)
+
+
 def test_a_call_that_finds_the_arithmetic_flushing_fails_turns_it_off_and_the_next_call_is_judged(tmp_path):
     """What a call the watchdog stopped after it turned flushing on leaves behind (its checks never ran)."""
     import torch
