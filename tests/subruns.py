@@ -21,10 +21,14 @@ TIMEOUT = 300  # seconds a sub-run may take unless its test says otherwise
 
 
 def environment(pythonpath: bool = True, **env: str) -> dict[str, str]:
-    """This process's environment without :data:`LEFT_OUT`, with ``env`` added; ``pythonpath=False``: without
-    ``PYTHONPATH`` too, as the shell that pastes a printed command has none."""
+    """This process's environment without :data:`LEFT_OUT`, with ``env`` added: a ``PYTHONPATH`` given goes before
+    this run's own, which may hold the suite's dependencies (a device given them with ``pip install --target``);
+    ``pythonpath=False``: without ``PYTHONPATH`` too, as the shell that pastes a printed command has none."""
     left_out = LEFT_OUT if pythonpath else (*LEFT_OUT, "PYTHONPATH")
-    return {**{k: v for k, v in os.environ.items() if k not in left_out}, **env}
+    kept = {k: v for k, v in os.environ.items() if k not in left_out}
+    if "PYTHONPATH" in env and kept.get("PYTHONPATH"):
+        env = {**env, "PYTHONPATH": os.pathsep.join([env["PYTHONPATH"], kept["PYTHONPATH"]])}
+    return {**kept, **env}
 
 
 def python(module: str, *args: str) -> list[str]:
