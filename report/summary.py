@@ -68,18 +68,17 @@ def combined(parts: list[dict], elements: list[int]) -> dict:
     night's report, read by the nightly's comparison) is None, so that a table says "-" rather than a figure of the
     others."""
 
-    def known(key: str) -> list | None:
+    def combine(key: str, kind: str) -> float | None:
+        if kind == "mean":
+            pairs = [(part[key], n) for part, n in zip(parts, elements) if part.get(key) is not None]
+            weight = sum(n for _, n in pairs)
+            return math.fsum(v * n for v, n in pairs) / weight if weight else None
         values = [part.get(key) for part in parts]
-        return None if None in values else values
+        if None in values:
+            return None
+        return max(values, default=0.0) if kind == "max" else sum(values)
 
-    def weighted(key: str) -> float | None:
-        pairs = [(part[key], n) for part, n in zip(parts, elements) if part.get(key) is not None]
-        weight = sum(n for _, n in pairs)
-        return math.fsum(v * n for v, n in pairs) / weight if weight else None
-
-    how = {"max": lambda key: None if known(key) is None else max(known(key), default=0.0),
-           "sum": lambda key: None if known(key) is None else sum(known(key)), "mean": weighted}
-    return {key: how[kind](key) for key, kind in COMBINED.items()}
+    return {key: combine(key, kind) for key, kind in COMBINED.items()}
 
 
 def _side(records: list[dict], side: str) -> dict:

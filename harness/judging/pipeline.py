@@ -41,8 +41,9 @@ class Ran:
     # Its output judged: by its precision model inside its capabilities, with the loosest known arithmetic outside;
     # None where it raised, or returned numbers outside them that torch refuses or that hold nothing to judge.
     verdict: Judgement | None
-    # Outside its capabilities, where it returned numbers: whether torch takes the input (asked once: on an input
-    # past 2^31 elements a second ask could run out of memory where the first did not).
+    # Outside its capabilities, where a kernel that may refuse as torch does returned numbers: whether torch takes
+    # the input (asked once: on an input past 2^31 elements a second ask could run out of memory where the first
+    # did not); None where nobody asked.
     torch_accepts: bool | None = None
 
     @property
@@ -81,8 +82,10 @@ def run_and_judge(kernel: KernelSpec, call: Call, *, replay: str, command: str |
         if refusal is None:
             return Ran(kernel, call, None, None, judge_softmax(kernel, judged_call, judged_y, replay=replay,
                                                                command=command))
+        if kernel.clear_refusals:  # it must have raised: check() fails it whatever torch makes of the input
+            return Ran(kernel, call, refusal, None, None)
         accepts = accepted_by_torch(call.x, call.dim)
-        judgeable = accepts and not kernel.clear_refusals and call.x.is_floating_point() and call.x.numel()
+        judgeable = accepts and call.x.is_floating_point() and call.x.numel()
         verdict = judge_softmax(unknown_construction(kernel), judged_call, judged_y, replay=replay,
                                 command=command) if judgeable else None
         return Ran(kernel, call, refusal, None, verdict, accepts)
