@@ -313,3 +313,21 @@ def test_an_empty_input_a_kernel_takes_replays_within_its_bound(capsys):
     call = Call(torch.ones(0, 97), 1, SOFTMAX, "cpu")
     assert replayed(resolve("torch"), "empty", call, SimpleNamespace(name="cpu", device_name="x86_64")) == WITHIN
     assert "no element to judge" in capsys.readouterr().out
+
+
+def test_a_kernel_that_must_refuse_by_name_and_raises_another_error_is_beyond_its_capabilities(capsys):
+    """This project's kernels refuse with the error their capabilities name: a RuntimeError instead of the TypeError
+    for integer input fails the test, and the replay says so too (it said "refused, as it must be" and exited 0)."""
+    from dataclasses import replace
+    from types import SimpleNamespace
+
+    from harness.replay import BEYOND, replayed
+    from oracles.call import Call
+    from specs.operations import SOFTMAX
+    from specs.registry import resolve
+
+    user = resolve("torch.nn.functional:softmax")
+    call = Call(torch.ones(2, 3, dtype=torch.int32), 1, SOFTMAX, "cpu")
+    assert replayed(replace(user, clear_refusals=True), "ints", call,
+                    SimpleNamespace(name="cpu", device_name="x86_64")) == BEYOND
+    assert "where it must raise TypeError" in capsys.readouterr().out
