@@ -221,7 +221,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("docs/bench"))
     parser.add_argument("--dtypes", nargs="+", default=["float32", "bfloat16"])
+    parser.add_argument("--providers", nargs="+", choices=sorted(PROVIDERS),
+                        help="time only these, beside full_softmax, torch and the copy (default: every one that runs)")
     args = parser.parse_args()
+    for name in set(PROVIDERS) - set(args.providers or PROVIDERS) - {"full_softmax", "torch", "copy"}:
+        del PROVIDERS[name]
     if SMOKE:
         smoke()
         return

@@ -1,0 +1,184 @@
+"""Long softmax rows over a thread-block cluster, in Gluon (Triton 3.9 and later, NVIDIA sm_90 and later): an
+experiment timed by ``bench/cluster_sweep.py`` against full_softmax, QuACK and a copy, not adopted (docs/speed.md).
+
+A row takes a cluster of C blocks, block k its span k of SPAN columns; the blocks meet in the row's maximum
+and sum through distributed shared memory, the compiler writing that exchange for a reduction across the
+cluster's dim of a layout.  Two kernels:
+
+* ``held_kernel``: each block holds its span in registers, so the row is read from memory once and written
+  once, as a copy does.
+* ``reread_kernel``: a span too long for the registers is read in tiles of TILE columns twice, an online
+  maximum and rescaled sum the first time, the write the second; the second read finds the span in L1 or L2,
+  read a moment before by the same block.
+
+Each block's part of a tile is a [C, columns] tensor whose row k lives in block k, so a reduction along dim 1
+stays within a block and one along dim 0 crosses the cluster.  The layout is explicit: the order in which a
+row's exponentials are added is the layout's, the same for every launch, alignment and batch.  The arithmetic
+is full_softmax's (``kernels/full_softmax/arithmetic.py``): for fp32 outputs the gap's rounding error
+recovered, libdevice expf, the sum compensated (an fp32 pair, its error some n 2^-46 of the sum) and the
+product by the float64 reciprocal; for half outputs ``exp`` and the correctly rounded reciprocal.
+"""
+
+import torch
+import triton
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.language.extra import libdevice
+
+VECTOR_BYTES = 16  # a thread's piece of a row: one 16-byte load
+
+
+@gluon.jit
+def _row_base(row, size1, size2, stride0, stride1, stride2, ALIGNED: gl.constexpr):
+    """The offset of a row's first element: row = (i0 * size1 + i1) * size2 + i2 (ALIGNED: a multiple of 16,
+    as the host found every outer stride, so that loads take 16 bytes at a time)."""
+    rest = row // size2
+    base = (rest // size1) * stride0 + (rest % size1) * stride1 + (row % size2) * stride2
+    if ALIGNED:
+        base = gl.multiple_of(base, 16)
+    return base
+
+
+@gluon.jit
+def _add_compensated(high_a, low_a, high_b, low_b):
+    """The sum of two (high, low) pairs, the rounding error of the highs' sum kept (TwoSum)."""
+    high = high_a + high_b
+    back = high - high_a
+    return high, (low_a + low_b) + ((high_a - (high - back)) + (high_b - back))
+
+
+@gluon.jit
+def _exp_gap(x, shift, PRECISE: gl.constexpr):
+    """exp(x - shift): without the gap's rounding error for fp32 outputs, of the rounded gap for half outputs."""
+    if PRECISE:
+        gap = x - shift
+        back = gap - x
+        error = (x - (gap - back)) + (-shift - back)
+        error = gl.where((gap - gap) == 0.0, error, 0.0)  # 0 where the gap is not finite
+        rounded = libdevice.exp(gap)
+        e = rounded + rounded * error
+    else:
+        e = gl.exp(x - shift)
+    return e
+
+
+@gluon.jit
+def _block_sums(e, PRECISE: gl.constexpr):
+    """Each block's sum of its exponentials (along dim 1): compensated, as float64, for fp32 outputs."""
+    if PRECISE:
+        high, low = gl.reduce((e, gl.zeros_like(e)), 1, _add_compensated)
+        total = high.to(gl.float64) + low.to(gl.float64)
+    else:
+        total = gl.sum(e, axis=1)
+    return total
+
+
+@gluon.jit
+def _rescale(part_max, shift, PRECISE: gl.constexpr):
+    """exp(part_max - shift), in float64 where the sums are (libdevice expf's error would reach every output)."""
+    if PRECISE:
+        factor = gl.exp(part_max.to(gl.float64) - shift.to(gl.float64))
+    else:
+        factor = gl.exp(part_max - shift)
+    return factor
+
+
+@gluon.jit
+def _normalised(e, total, PRECISE: gl.constexpr):
+    """e / total: by the float64 reciprocal in two fp32 parts (fp32 outputs), or the rounded reciprocal."""
+    if PRECISE:
+        reciprocal = 1.0 / total
+        high = reciprocal.to(gl.float32)
+        low = (reciprocal - high.to(gl.float64)).to(gl.float32)
+        y = gl.fma(e, high, e * low)
+    else:
+        y = e * gl.div_rn(1.0, total)
+    return y
+
+
+@gluon.jit
+def _span_columns(C: gl.constexpr, SPAN: gl.constexpr, COLUMNS: gl.constexpr, LAYOUT: gl.constexpr,
+                  UNIT: gl.constexpr):
+    """[C, COLUMNS] column indices: row k, in block k, starts span k.  64-bit unless the columns are
+    contiguous (UNIT), so that a column times a long stride stays exact past 2^31."""
+    part = gl.arange(0, C, layout=gl.SliceLayout(1, LAYOUT))
+    cols = gl.expand_dims(part * SPAN, 1) + gl.expand_dims(gl.arange(0, COLUMNS, layout=gl.SliceLayout(0, LAYOUT)), 0)
+    if not UNIT:
+        cols = cols.to(gl.int64)
+    return cols
+
+
+@gluon.jit(do_not_specialize=["size1", "size2", "xs0", "xs1", "xs2", "ys0", "ys1", "ys2"])
+def held_kernel(y_ptr, x_ptr, n_cols, size1, size2, xs0, xs1, xs2, xsd, ys0, ys1, ys2, ysd,
+                C: gl.constexpr, SPAN: gl.constexpr, LAYOUT: gl.constexpr, PRECISE: gl.constexpr,
+                ALIGNED: gl.constexpr, UNIT: gl.constexpr):
+    """A row a cluster, its spans held in registers: one read, one write."""
+    row = gl.program_id(0).to(gl.int64)
+    cols = _span_columns(C, SPAN, SPAN, LAYOUT, UNIT)
+    inside = cols < n_cols
+    x_row = x_ptr + _row_base(row, size1, size2, xs0, xs1, xs2, ALIGNED)
+    x = gl.load(x_row + cols * xsd, mask=inside, other=-float("inf")).to(gl.float32)
+    row_max = gl.max(gl.max(x, axis=1), axis=0)
+    # A row of -inf sums exp(x - 0) = 0, and its output 0 * inf is NaN, as torch's.
+    shift = gl.where(row_max == -float("inf"), 0.0, row_max)
+    e = _exp_gap(x, shift, PRECISE)
+    total = gl.sum(_block_sums(e, PRECISE), axis=0)
+    y_row = y_ptr + _row_base(row, size1, size2, ys0, ys1, ys2, ALIGNED)
+    gl.store(y_row + cols * ysd, _normalised(e, total, PRECISE).to(y_ptr.dtype.element_ty), mask=inside)
+
+
+@gluon.jit(do_not_specialize=["size1", "size2", "xs0", "xs1", "xs2", "ys0", "ys1", "ys2"])
+def reread_kernel(y_ptr, x_ptr, n_cols, size1, size2, xs0, xs1, xs2, xsd, ys0, ys1, ys2, ysd,
+                  C: gl.constexpr, SPAN: gl.constexpr, TILE: gl.constexpr, LAYOUT: gl.constexpr,
+                  PRECISE: gl.constexpr, ALIGNED: gl.constexpr, UNIT: gl.constexpr):
+    """A row a cluster, each span read twice in tiles: an online maximum and sum, then the write."""
+    row = gl.program_id(0).to(gl.int64)
+    cols = _span_columns(C, SPAN, TILE, LAYOUT, UNIT)
+    x_row = x_ptr + _row_base(row, size1, size2, xs0, xs1, xs2, ALIGNED)
+    y_row = y_ptr + _row_base(row, size1, size2, ys0, ys1, ys2, ALIGNED)
+    part_max = gl.full([C], -float("inf"), gl.float32, layout=gl.SliceLayout(1, LAYOUT))
+    part_sum = gl.zeros([C], gl.float64 if PRECISE else gl.float32, layout=gl.SliceLayout(1, LAYOUT))
+    for start in range(0, SPAN, TILE):
+        inside = (cols + start) < n_cols
+        x = gl.load(x_row + (cols + start) * xsd, mask=inside, other=-float("inf"),
+                    eviction_policy="evict_last").to(gl.float32)
+        new_max = gl.maximum(part_max, gl.max(x, axis=1))
+        # While a span holds only -inf, its sum stays 0 rather than exp(-inf - -inf) = NaN.
+        shift = gl.where(new_max == -float("inf"), 0.0, new_max)
+        rescale = gl.where(new_max == -float("inf"), 0.0, _rescale(part_max, shift, PRECISE))
+        part_sum = part_sum * rescale + _block_sums(_exp_gap(x, gl.expand_dims(shift, 1), PRECISE), PRECISE)
+        part_max = new_max
+    row_max = gl.max(part_max, axis=0)
+    shift = gl.where(row_max == -float("inf"), 0.0, row_max)
+    # A span of -inf adds nothing; a span holding NaN (which max skipped) keeps its NaN sum.
+    spans = gl.where((part_max == -float("inf")) & (part_sum == part_sum), 0.0,
+                     part_sum * _rescale(part_max, shift, PRECISE))
+    total = gl.sum(spans, axis=0)
+    for start in range(0, SPAN, TILE):
+        inside = (cols + start) < n_cols
+        x = gl.load(x_row + (cols + start) * xsd, mask=inside, other=-float("inf"),
+                    eviction_policy="evict_first").to(gl.float32)
+        y = _normalised(_exp_gap(x, shift, PRECISE), total, PRECISE)
+        gl.store(y_row + (cols + start) * ysd, y.to(y_ptr.dtype.element_ty), mask=inside)
+
+
+def cluster_layout(ctas: int, warps: int, vector: int) -> gl.BlockedLayout:
+    """[C, columns] over a cluster of ``ctas`` blocks of ``warps`` warps: block k holds row k, its columns in
+    ``vector``-element (16-byte) pieces, consecutive threads on consecutive pieces."""
+    cga = [[1 << k, 0] for k in range(ctas.bit_length() - 1)]
+    return gl.BlockedLayout([1, vector], [1, 32], [1, warps], [1, 0], cga)
+
+
+def launch(setting: tuple, x: torch.Tensor, y: torch.Tensor) -> None:
+    """y = softmax(x) over the rows of 2-D ``x`` (contiguous columns), a cluster a row, with ``setting``: ("held",
+    blocks, warps, None) or ("reread", blocks, warps, tile)."""
+    kind, ctas, warps, tile = setting
+    rows, n = x.shape
+    common = dict(C=ctas, SPAN=triton.next_power_of_2(n) // ctas,
+                  LAYOUT=cluster_layout(ctas, warps, VECTOR_BYTES // x.element_size()), PRECISE=y.dtype == torch.float32,
+                  ALIGNED=x.stride(0) % 16 == 0 and y.stride(0) % 16 == 0, UNIT=True, num_warps=warps, num_ctas=ctas)
+    args = (y, x, n, 1, 1, x.stride(0), 0, 0, 1, y.stride(0), 0, 0, 1)
+    if kind == "held":
+        held_kernel[(rows,)](*args, **common)
+    else:
+        reread_kernel[(rows,)](*args, TILE=tile, **common)

@@ -1,0 +1,176 @@
+"""Long softmax rows over a thread-block cluster (bench/cluster_kernels.py): every (blocks, warps, tile) timed.
+
+Needs Triton 3.9 or later (Gluon's cluster layouts) and a CUDA card of sm_90 or later.  For fp32 and bf16 rows
+of 2^15 to 2^20 (the bench's shapes, ``bench/bandwidth_method.py``), it times a copy, torch.softmax,
+full_softmax, QuACK where it imports, and the two cluster kernels of ``bench/cluster_kernels.py`` in every
+setting that fits (a span held in registers at 16 to 64 elements a thread; a span reread in tiles), each checked
+against the float64 softmax of its first rows (fp32: the largest error in ulps).  Prints a line per row length
+and writes ``--out`` (JSON).
+
+    python bench/cluster_sweep.py --out sweep.json
+    python bench/cluster_sweep.py --compile-only   # any machine with Triton 3.9: compile for sm_90, show the exchange
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import sys
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.bandwidth_method import card, logits, rotation, time_ms  # noqa: E402
+from bench.cluster_kernels import VECTOR_BYTES, cluster_layout, held_kernel, launch, reread_kernel  # noqa: E402
+from kernels import peers  # noqa: E402
+from kernels.full_softmax import softmax as full_softmax  # noqa: E402
+
+LENGTHS = [1 << k for k in range(15, 21)]
+ELEMENTS = 1 << 26  # rows of a length: this many elements in all, at least 2048 rows of the shorter
+
+
+def rows_of(n: int) -> int:
+    return max(ELEMENTS // n, 2048 if n <= 1 << 16 else 1)
+
+
+def settings(n: int, element_size: int) -> list[tuple]:
+    """("held", C, warps, None) at 16 to 64 elements a thread; ("reread", 16, warps, tile) for rows of 2^19 and more."""
+    vector = VECTOR_BYTES // element_size
+    found = []
+    for ctas in (1, 2, 4, 8, 16):
+        for warps in (4, 8, 16, 32):
+            if max(16, vector) <= n // (ctas * warps * 32) <= 64:
+                found.append(("held", ctas, warps, None))
+    if n >= 1 << 19:
+        for warps in (4, 8, 16):
+            for pieces in (1, 4):
+                found.append(("reread", 16, warps, warps * 32 * vector * pieces))
+    return found
+
+
+def compile_one(job: tuple) -> str:
+    """Compile a setting by launching it on one row (a worker process: the compiles fill Triton's cache)."""
+    n, dtype, setting = job
+    x = torch.randn(1, n, device="cuda", dtype=dtype)
+    try:
+        launch(setting, x, torch.empty_like(x))
+        torch.cuda.synchronize()
+        return ""
+    except Exception as error:  # noqa: BLE001  (a setting that does not compile or launch is reported)
+        return f"{type(error).__name__}: {str(error).splitlines()[-1][:200] if str(error) else ''}"
+
+
+CLUSTER_CODE = ("barrier.cluster.arrive", "shared::cluster", ".reqnctapercluster")  # PTX of the exchange
+SIGNATURE = {"y_ptr": None, "x_ptr": None, "n_cols": "i32", "size1": "i64", "size2": "i64", "xs0": "i64",
+             "xs1": "i64", "xs2": "i64", "ys0": "i64", "ys1": "i64", "ys2": "i64"}
+
+
+def compile_only() -> bool:
+    """Compile each kernel for sm_90 without a GPU; print the cluster code its PTX holds.  True if all hold it."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.experimental.gluon._runtime import GluonASTSource
+
+    complete = True
+    for setting, dtype in [(("held", 16, 8, None), "fp32"), (("reread", 16, 8, 2048), "bf16")]:
+        kind, ctas, warps, tile = setting
+        constants = {"C": ctas, "SPAN": 1 << 14, "LAYOUT": cluster_layout(ctas, warps, 4 if dtype == "fp32" else 8),
+                     "PRECISE": dtype == "fp32", "ALIGNED": True, "UNIT": True, "xsd": 1, "ysd": 1}
+        if tile:
+            constants["TILE"] = tile
+        signature = dict(SIGNATURE, y_ptr=f"*{dtype}", x_ptr=f"*{dtype}", **{name: "constexpr" for name in constants})
+        source = GluonASTSource(fn=held_kernel if kind == "held" else reread_kernel, signature=signature,
+                                constexprs=constants)
+        ptx = triton.compile(source, target=GPUTarget("cuda", 90, 32),
+                             options={"num_warps": warps, "num_ctas": ctas}).asm["ptx"]
+        found = {code: ptx.count(code) for code in CLUSTER_CODE}
+        complete &= all(found.values())
+        print(f"{kind} {dtype} {ctas} blocks x {warps} warps: compiled for sm_90; cluster code {found}", flush=True)
+    return complete
+
+
+def max_ulps(y: torch.Tensor, exact: torch.Tensor) -> float:
+    _, e = torch.frexp(exact)
+    ulp = torch.ldexp(torch.ones_like(exact), (e - 1).clamp(min=-126) - 23)
+    return ((y.double() - exact).abs() / ulp).max().item()
+
+
+def error_of(y: torch.Tensor, exact: torch.Tensor) -> float:
+    """fp32: largest error in ulps; bf16: largest error relative to the largest output."""
+    if y.dtype == torch.float32:
+        return max_ulps(y, exact)
+    return ((y.double() - exact).abs().max() / exact.abs().max()).item()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=Path("cluster_sweep.json"))
+    parser.add_argument("--lengths", type=int, nargs="*", default=LENGTHS)
+    parser.add_argument("--workers", type=int, default=min(16, os.cpu_count() or 1))
+    parser.add_argument("--compile-only", action="store_true", help="compile for sm_90 without a GPU")
+    args = parser.parse_args()
+    if args.compile_only:
+        sys.exit(0 if compile_only() else 1)
+    quack = None
+    try:
+        importlib.import_module("quack")
+        quack = (peers.quack_softmax, peers.QUACK_MAX_ROW)
+    except Exception as error:  # noqa: BLE001  (QuACK is timed where it imports)
+        print(f"QuACK not timed: {type(error).__name__}: {error}", flush=True)
+    print(json.dumps(card()), flush=True)
+    jobs = [(n, dtype, s) for dtype in (torch.float32, torch.bfloat16) for n in args.lengths
+            for s in settings(n, torch.finfo(dtype).bits // 8)]
+    torch.multiprocessing.set_start_method("spawn", force=True)
+    with ProcessPoolExecutor(args.workers) as pool:
+        compiled = dict(zip([(n, d, s) for n, d, s in jobs], pool.map(compile_one, jobs)))
+    results = {"card": card(), "rows": []}
+    for dtype in (torch.float32, torch.bfloat16):
+        for n in args.lengths:
+            rows = rows_of(n)
+            x = logits(rows, n, dtype)
+            moved = 2 * x.numel() * x.element_size()
+            exact = torch.softmax(x[:4].double(), -1)
+            inputs = rotation(x)
+            providers = {"copy": lambda t: torch.empty_like(t).copy_(t), "torch": lambda t: torch.softmax(t, -1),
+                         "full_softmax": lambda t: full_softmax(t, -1)}
+            if quack and n <= quack[1]:
+                providers["quack"] = quack[0]
+            for s in settings(n, x.element_size()):
+                if not compiled[(n, dtype, s)]:
+                    providers[s] = (lambda s: lambda t: _run(s, t))(s)
+            line = {"dtype": str(dtype)[6:], "n": n, "rows": rows}
+            for name, fn in providers.items():
+                try:
+                    error = None if name == "copy" else error_of(fn(x[:4]), exact)
+                    ms = time_ms(fn, inputs)
+                    line[str(name)] = {"gbps": round(moved / ms / 1e6), "error": error}
+                except Exception as failure:  # noqa: BLE001
+                    line[str(name)] = {"failed": f"{type(failure).__name__}: {str(failure)[:200]}"}
+            for s, why in ((s, compiled[(n, dtype, s)]) for s in settings(n, x.element_size())):
+                if why:
+                    line[str(s)] = {"failed": why}
+            copy = line["copy"]["gbps"]
+            summary = sorted(((v["gbps"] / copy, k) for k, v in line.items() if isinstance(v, dict) and "gbps" in v),
+                             reverse=True)
+            print(f"{line['dtype']} n={n}: " + " | ".join(f"{k} {r:.3f}" + (
+                f" e={line[k]['error']:.3g}" if line[k].get("error") is not None else "") for r, k in summary),
+                flush=True)
+            results["rows"].append(line)
+            del inputs, x
+            torch.cuda.empty_cache()
+    args.out.write_text(json.dumps(results, indent=1))
+
+
+def _run(setting: tuple, x: torch.Tensor) -> torch.Tensor:
+    y = torch.empty_like(x)
+    launch(setting, x, y)
+    return y
+
+
+if __name__ == "__main__":
+    main()
