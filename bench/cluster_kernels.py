@@ -84,6 +84,19 @@ def _rescale(part_max, shift, PRECISE: gl.constexpr):
 
 
 @gluon.jit
+def _scaled(e, factor, PRECISE: gl.constexpr):
+    """e times each block's factor ([C]): as the float64 product rounded once (two fp32 parts of it), or in fp32."""
+    factor = gl.expand_dims(factor, 1)
+    if PRECISE:
+        high = factor.to(gl.float32)
+        low = (factor - high.to(gl.float64)).to(gl.float32)
+        y = gl.fma(e, high, e * low)
+    else:
+        y = e * factor
+    return y
+
+
+@gluon.jit
 def _normalised(e, total, PRECISE: gl.constexpr):
     """e / total: by the float64 reciprocal in two fp32 parts (fp32 outputs), or the rounded reciprocal."""
     if PRECISE:
@@ -94,6 +107,30 @@ def _normalised(e, total, PRECISE: gl.constexpr):
     else:
         y = e * gl.div_rn(1.0, total)
     return y
+
+
+@gluon.jit
+def _merge_spans(max_a, sum_a, max_b, sum_b):
+    """Two spans' (maximum, sum of exp(x - maximum)) as one: the sums rescaled to the larger maximum (in the
+    sums' precision).  A span of -inf adds 0, not exp(-inf - -inf) = NaN; a NaN sum stays NaN."""
+    top = gl.maximum(max_a, max_b)
+    shift = gl.where(top == -float("inf"), 0.0, top).to(sum_a.dtype)
+    return top, sum_a * gl.exp(max_a.to(sum_a.dtype) - shift) + sum_b * gl.exp(max_b.to(sum_b.dtype) - shift)
+
+
+@gluon.jit
+def _row_total(part_max, part_sum, PRECISE: gl.constexpr, MERGED: gl.constexpr):
+    """The row's maximum and sum of exp(x - maximum) from its blocks' (maximum, sum) pairs: the maxima, then the
+    rescaled sums, across the cluster (two exchanges), or the pairs merged in one (MERGED)."""
+    if MERGED:
+        row_max, total = gl.reduce((part_max, part_sum), 0, _merge_spans)
+    else:
+        row_max = gl.max(part_max, axis=0)
+        shift = gl.where(row_max == -float("inf"), 0.0, row_max)
+        # A span of -inf adds nothing; a span holding NaN (which max skipped) keeps its NaN sum.
+        total = gl.sum(gl.where((part_max == -float("inf")) & (part_sum == part_sum), 0.0,
+                                part_sum * _rescale(part_max, shift, PRECISE)), axis=0)
+    return row_max, total
 
 
 @gluon.jit
@@ -111,26 +148,35 @@ def _span_columns(C: gl.constexpr, SPAN: gl.constexpr, COLUMNS: gl.constexpr, LA
 @gluon.jit(do_not_specialize=["size1", "size2", "xs0", "xs1", "xs2", "ys0", "ys1", "ys2"])
 def held_kernel(y_ptr, x_ptr, n_cols, size1, size2, xs0, xs1, xs2, xsd, ys0, ys1, ys2, ysd,
                 C: gl.constexpr, SPAN: gl.constexpr, LAYOUT: gl.constexpr, PRECISE: gl.constexpr,
-                ALIGNED: gl.constexpr, UNIT: gl.constexpr):
+                ALIGNED: gl.constexpr, UNIT: gl.constexpr, MERGED: gl.constexpr):
     """A row a cluster, its spans held in registers: one read, one write."""
     row = gl.program_id(0).to(gl.int64)
     cols = _span_columns(C, SPAN, SPAN, LAYOUT, UNIT)
     inside = cols < n_cols
     x_row = x_ptr + _row_base(row, size1, size2, xs0, xs1, xs2, ALIGNED)
     x = gl.load(x_row + cols * xsd, mask=inside, other=-float("inf")).to(gl.float32)
-    row_max = gl.max(gl.max(x, axis=1), axis=0)
-    # A row of -inf sums exp(x - 0) = 0, and its output 0 * inf is NaN, as torch's.
-    shift = gl.where(row_max == -float("inf"), 0.0, row_max)
-    e = _exp_gap(x, shift, PRECISE)
-    total = gl.sum(_block_sums(e, PRECISE), axis=0)
+    if MERGED:  # each block's exps from its own maximum, rescaled after the one exchange
+        part_max = gl.max(x, axis=1)
+        part_shift = gl.expand_dims(gl.where(part_max == -float("inf"), 0.0, part_max), 1)
+        e = _exp_gap(x, part_shift, PRECISE)
+        row_max, total = _row_total(part_max, _block_sums(e, PRECISE), PRECISE, True)
+        shift = gl.where(row_max == -float("inf"), 0.0, row_max)
+        # A row of -inf: its sum is 0 and its outputs 0 * (0 / 0), NaN, as torch's.
+        y = _scaled(e, _rescale(part_max, shift, PRECISE) / total, PRECISE)
+    else:
+        row_max = gl.max(gl.max(x, axis=1), axis=0)
+        # A row of -inf sums exp(x - 0) = 0, and its output 0 * inf is NaN, as torch's.
+        shift = gl.where(row_max == -float("inf"), 0.0, row_max)
+        e = _exp_gap(x, shift, PRECISE)
+        y = _normalised(e, gl.sum(_block_sums(e, PRECISE), axis=0), PRECISE)
     y_row = y_ptr + _row_base(row, size1, size2, ys0, ys1, ys2, ALIGNED)
-    gl.store(y_row + cols * ysd, _normalised(e, total, PRECISE).to(y_ptr.dtype.element_ty), mask=inside)
+    gl.store(y_row + cols * ysd, y.to(y_ptr.dtype.element_ty), mask=inside)
 
 
 @gluon.jit(do_not_specialize=["size1", "size2", "xs0", "xs1", "xs2", "ys0", "ys1", "ys2"])
 def reread_kernel(y_ptr, x_ptr, n_cols, size1, size2, xs0, xs1, xs2, xsd, ys0, ys1, ys2, ysd,
                   C: gl.constexpr, SPAN: gl.constexpr, TILE: gl.constexpr, LAYOUT: gl.constexpr,
-                  PRECISE: gl.constexpr, ALIGNED: gl.constexpr, UNIT: gl.constexpr):
+                  PRECISE: gl.constexpr, ALIGNED: gl.constexpr, UNIT: gl.constexpr, MERGED: gl.constexpr):
     """A row a cluster, each span read twice in tiles: an online maximum and sum, then the write."""
     row = gl.program_id(0).to(gl.int64)
     cols = _span_columns(C, SPAN, TILE, LAYOUT, UNIT)
@@ -148,12 +194,8 @@ def reread_kernel(y_ptr, x_ptr, n_cols, size1, size2, xs0, xs1, xs2, xsd, ys0, y
         rescale = gl.where(new_max == -float("inf"), 0.0, _rescale(part_max, shift, PRECISE))
         part_sum = part_sum * rescale + _block_sums(_exp_gap(x, gl.expand_dims(shift, 1), PRECISE), PRECISE)
         part_max = new_max
-    row_max = gl.max(part_max, axis=0)
+    row_max, total = _row_total(part_max, part_sum, PRECISE, MERGED)
     shift = gl.where(row_max == -float("inf"), 0.0, row_max)
-    # A span of -inf adds nothing; a span holding NaN (which max skipped) keeps its NaN sum.
-    spans = gl.where((part_max == -float("inf")) & (part_sum == part_sum), 0.0,
-                     part_sum * _rescale(part_max, shift, PRECISE))
-    total = gl.sum(spans, axis=0)
     for start in range(0, SPAN, TILE):
         inside = (cols + start) < n_cols
         x = gl.load(x_row + (cols + start) * xsd, mask=inside, other=-float("inf"),
@@ -171,14 +213,15 @@ def cluster_layout(ctas: int, warps: int, vector: int) -> gl.BlockedLayout:
 
 def launch(setting: tuple, x: torch.Tensor, y: torch.Tensor) -> None:
     """y = softmax(x) over the rows of 2-D ``x`` (contiguous columns), a cluster a row, with ``setting``: ("held",
-    blocks, warps, None) or ("reread", blocks, warps, tile)."""
+    blocks, warps, None) or ("reread", blocks, warps, tile), a kind ending in "-merged" exchanging once."""
     kind, ctas, warps, tile = setting
     rows, n = x.shape
     common = dict(C=ctas, SPAN=triton.next_power_of_2(n) // ctas,
                   LAYOUT=cluster_layout(ctas, warps, VECTOR_BYTES // x.element_size()), PRECISE=y.dtype == torch.float32,
-                  ALIGNED=x.stride(0) % 16 == 0 and y.stride(0) % 16 == 0, UNIT=True, num_warps=warps, num_ctas=ctas)
+                  ALIGNED=x.stride(0) % 16 == 0 and y.stride(0) % 16 == 0, UNIT=True, MERGED=kind.endswith("-merged"),
+                  num_warps=warps, num_ctas=ctas)
     args = (y, x, n, 1, 1, x.stride(0), 0, 0, 1, y.stride(0), 0, 0, 1)
-    if kind == "held":
+    if kind.startswith("held"):
         held_kernel[(rows,)](*args, **common)
     else:
         reread_kernel[(rows,)](*args, TILE=tile, **common)

@@ -39,7 +39,8 @@ def rows_of(n: int) -> int:
 
 
 def settings(n: int, element_size: int) -> list[tuple]:
-    """("held", C, warps, None) at 16 to 64 elements a thread; ("reread", 16, warps, tile) for rows of 2^19 and more."""
+    """("held", C, warps, None) at 16 to 64 elements a thread; ("reread", 16, warps, tile) for rows of 2^19 and more;
+    each also as "held-merged" and "reread-merged" (one exchange)."""
     vector = VECTOR_BYTES // element_size
     found = []
     for ctas in (1, 2, 4, 8, 16):
@@ -50,7 +51,7 @@ def settings(n: int, element_size: int) -> list[tuple]:
         for warps in (4, 8, 16):
             for pieces in (1, 4):
                 found.append(("reread", 16, warps, warps * 32 * vector * pieces))
-    return found
+    return found + [(f"{kind}-merged", *rest) for kind, *rest in found]
 
 
 def compile_one(job: tuple) -> str:
@@ -77,14 +78,16 @@ def compile_only() -> bool:
     from triton.experimental.gluon._runtime import GluonASTSource
 
     complete = True
-    for setting, dtype in [(("held", 16, 8, None), "fp32"), (("reread", 16, 8, 2048), "bf16")]:
+    for setting, dtype in [(("held", 16, 8, None), "fp32"), (("reread", 16, 8, 2048), "bf16"),
+                           (("held-merged", 16, 8, None), "fp32")]:
         kind, ctas, warps, tile = setting
         constants = {"C": ctas, "SPAN": 1 << 14, "LAYOUT": cluster_layout(ctas, warps, 4 if dtype == "fp32" else 8),
-                     "PRECISE": dtype == "fp32", "ALIGNED": True, "UNIT": True, "xsd": 1, "ysd": 1}
+                     "PRECISE": dtype == "fp32", "ALIGNED": True, "UNIT": True, "MERGED": kind.endswith("-merged"),
+                     "xsd": 1, "ysd": 1}
         if tile:
             constants["TILE"] = tile
         signature = dict(SIGNATURE, y_ptr=f"*{dtype}", x_ptr=f"*{dtype}", **{name: "constexpr" for name in constants})
-        source = GluonASTSource(fn=held_kernel if kind == "held" else reread_kernel, signature=signature,
+        source = GluonASTSource(fn=held_kernel if kind.startswith("held") else reread_kernel, signature=signature,
                                 constexprs=constants)
         ptx = triton.compile(source, target=GPUTarget("cuda", 90, 32),
                              options={"num_warps": warps, "num_ctas": ctas}).asm["ptx"]
