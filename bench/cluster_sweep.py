@@ -22,6 +22,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import torch
+import triton
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -73,7 +74,6 @@ SIGNATURE = {"y_ptr": None, "x_ptr": None, "n_cols": "i32", "size1": "i64", "siz
 
 def compile_only() -> bool:
     """Compile each kernel for sm_90 without a GPU; print the cluster code its PTX holds.  True if all hold it."""
-    import triton
     from triton.backends.compiler import GPUTarget
     from triton.experimental.gluon._runtime import GluonASTSource
 
@@ -117,8 +117,12 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=min(16, os.cpu_count() or 1))
     parser.add_argument("--compile-only", action="store_true", help="compile for sm_90 without a GPU")
     args = parser.parse_args()
+    if tuple(int(part) for part in triton.__version__.split(".")[:2]) < (3, 9):
+        sys.exit(f"Triton {triton.__version__} has no cluster layouts: the kernels need Triton 3.9 or later")
     if args.compile_only:
         sys.exit(0 if compile_only() else 1)
+    if not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] < 9:
+        sys.exit("no CUDA card of sm_90 or later here: the sweep times clusters on one (--compile-only needs none)")
     quack = None
     try:
         importlib.import_module("quack")
