@@ -11,6 +11,9 @@ cluster's dim of a layout.  Two kernels:
   maximum and rescaled sum the first time, the write the second; the second read finds the span in L1 or L2,
   read a moment before by the same block.
 
+Both exchange the blocks' maxima, then their rescaled sums (two reductions across the cluster, timed); with
+MERGED, the blocks' (maximum, sum) pairs merged in one (not yet timed on a GPU).
+
 Each block's part of a tile is a [C, columns] tensor whose row k lives in block k, so a reduction along dim 1
 stays within a block and one along dim 0 crosses the cluster.  The layout is explicit: the order in which a
 row's exponentials are added is the layout's, the same for every launch, alignment and batch.  The arithmetic
