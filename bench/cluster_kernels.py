@@ -11,8 +11,12 @@ cluster's dim of a layout.  Two kernels:
   maximum and rescaled sum the first time, the write the second; the second read finds the span in L1 or L2,
   read a moment before by the same block.
 
-Both exchange the blocks' maxima, then their rescaled sums (two reductions across the cluster, timed); with
-MERGED, the blocks' (maximum, sum) pairs merged in one (not yet timed on a GPU).
+EXCHANGE says how the blocks meet: "twice" (timed), the blocks' maxima, then their rescaled sums, two
+reductions across the cluster, each a rendezvous of all its blocks; "merged", the (maximum, sum) pairs merged
+in one such reduction; "posted", each block storing its pair into every block's shared memory
+(one ``st.async`` a block and receiver, completing the receiver's mbarrier), each waiting on its own mbarrier
+alone, as QuACK does.
+"merged" and "posted" compile for sm_90 and are not yet timed on a GPU.
 
 Each block's part of a tile is a [C, columns] tensor whose row k lives in block k, so a reduction along dim 1
 stays within a block and one along dim 0 crosses the cluster.  The layout is explicit: the order in which a
@@ -26,6 +30,8 @@ import torch
 import triton
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
+from triton.experimental.gluon._runtime import constexpr_function
+from triton.experimental.gluon.language.nvidia.hopper import async_store, mbarrier
 from triton.language.extra import libdevice
 
 VECTOR_BYTES = 16  # a thread's piece of a row: one 16-byte load
@@ -121,11 +127,52 @@ def _merge_spans(max_a, sum_a, max_b, sum_b):
     return top, sum_a * gl.exp(max_a.to(sum_a.dtype) - shift) + sum_b * gl.exp(max_b.to(sum_b.dtype) - shift)
 
 
+@constexpr_function
+def _blocks_bases(ctas, dim, rank):
+    """The bases of a layout's blocks: block k holds index k of ``dim``."""
+    return [[1 << k if d == dim else 0 for d in range(rank)] for k in range(ctas.bit_length() - 1)]
+
+
 @gluon.jit
-def _row_total(part_max, part_sum, PRECISE: gl.constexpr, MERGED: gl.constexpr):
-    """The row's maximum and sum of exp(x - maximum) from its blocks' (maximum, sum) pairs: the maxima, then the
-    rescaled sums, across the cluster (two exchanges), or the pairs merged in one (MERGED)."""
-    if MERGED:
+def _mailbox(C: gl.constexpr, PRECISE: gl.constexpr):
+    """A block's mbarrier for the C (maximum, sum) pairs its cluster posts to it, expecting their bytes: set up
+    before the loads, so that the barrier across the cluster that follows its init (the compiler's) waits on
+    blocks that have just started, not on their loads."""
+    boxes: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [2, 1, 0], _blocks_bases(C, 0, 3))
+    pairs = gl.allocate_shared_memory(gl.float64 if PRECISE else gl.float32, [C, C, 2], boxes)
+    arrived = mbarrier.allocate_mbarrier()
+    mbarrier.init(arrived, count=1)
+    mbarrier.expect(arrived, C * 2 * (8 if PRECISE else 4))
+    return pairs, arrived
+
+
+@gluon.jit
+def _posted_pairs(part_max, part_sum, mailbox, C: gl.constexpr, LAYOUT: gl.constexpr):
+    """The row's maximum and sum from the blocks' pairs: each block stores its pair into slot j of every block's
+    [C, 2] buffer (j its own index) with one ``st.async``, then reads its own buffer once its mbarrier has counted
+    the bytes of all C pairs.  Returned as [C], block k holding element k."""
+    W: gl.constexpr = gl.num_warps()
+    senders: gl.constexpr = gl.BlockedLayout([1, 1, 2], [32, 1, 1], [W, 1, 1], [2, 0, 1], _blocks_bases(C, 1, 3))
+    receivers: gl.constexpr = gl.BlockedLayout([1, 1, 2], [1, 32, 1], [1, W, 1], [2, 1, 0], _blocks_bases(C, 0, 3))
+    pairs, arrived = mailbox
+    mine = gl.join(part_max.to(part_sum.dtype), part_sum)  # [C, 2]: block k's pair at k
+    posted = gl.expand_dims(gl.convert_layout(mine, gl.SliceLayout(0, senders)), 0)
+    async_store(pairs, posted + gl.zeros([C, C, 2], part_sum.dtype, layout=senders), arrived)  # (i, j): j's, to i
+    mbarrier.wait(arrived, 0)
+    maxima, sums = gl.split(pairs.load(receivers))
+    row_max, total = gl.reduce((maxima.to(gl.float32), sums), 1, _merge_spans)
+    return (gl.convert_layout(row_max, gl.SliceLayout(1, LAYOUT)),
+            gl.convert_layout(total, gl.SliceLayout(1, LAYOUT)))
+
+
+@gluon.jit
+def _row_total(part_max, part_sum, mailbox, PRECISE: gl.constexpr, EXCHANGE: gl.constexpr, C: gl.constexpr,
+               LAYOUT: gl.constexpr):
+    """The row's maximum and sum of exp(x - maximum) from its blocks' (maximum, sum) pairs, met as EXCHANGE says
+    (the posted exchange gives them as [C], block k holding element k; the others as scalars)."""
+    if EXCHANGE == "posted":
+        row_max, total = _posted_pairs(part_max, part_sum, mailbox, C, LAYOUT)
+    elif EXCHANGE == "merged":
         row_max, total = gl.reduce((part_max, part_sum), 0, _merge_spans)
     else:
         row_max = gl.max(part_max, axis=0)
@@ -151,18 +198,19 @@ def _span_columns(C: gl.constexpr, SPAN: gl.constexpr, COLUMNS: gl.constexpr, LA
 @gluon.jit(do_not_specialize=["size1", "size2", "xs0", "xs1", "xs2", "ys0", "ys1", "ys2"])
 def held_kernel(y_ptr, x_ptr, n_cols, size1, size2, xs0, xs1, xs2, xsd, ys0, ys1, ys2, ysd,
                 C: gl.constexpr, SPAN: gl.constexpr, LAYOUT: gl.constexpr, PRECISE: gl.constexpr,
-                ALIGNED: gl.constexpr, UNIT: gl.constexpr, MERGED: gl.constexpr):
+                ALIGNED: gl.constexpr, UNIT: gl.constexpr, EXCHANGE: gl.constexpr):
     """A row a cluster, its spans held in registers: one read, one write."""
+    mailbox = _mailbox(C, PRECISE) if EXCHANGE == "posted" else None
     row = gl.program_id(0).to(gl.int64)
     cols = _span_columns(C, SPAN, SPAN, LAYOUT, UNIT)
     inside = cols < n_cols
     x_row = x_ptr + _row_base(row, size1, size2, xs0, xs1, xs2, ALIGNED)
     x = gl.load(x_row + cols * xsd, mask=inside, other=-float("inf")).to(gl.float32)
-    if MERGED:  # each block's exps from its own maximum, rescaled after the one exchange
+    if EXCHANGE != "twice":  # each block's exps from its own maximum, rescaled after the one exchange
         part_max = gl.max(x, axis=1)
         part_shift = gl.expand_dims(gl.where(part_max == -float("inf"), 0.0, part_max), 1)
         e = _exp_gap(x, part_shift, PRECISE)
-        row_max, total = _row_total(part_max, _block_sums(e, PRECISE), PRECISE, True)
+        row_max, total = _row_total(part_max, _block_sums(e, PRECISE), mailbox, PRECISE, EXCHANGE, C, LAYOUT)
         shift = gl.where(row_max == -float("inf"), 0.0, row_max)
         # A row of -inf: its sum is 0 and its outputs 0 * (0 / 0), NaN, as torch's.
         y = _scaled(e, _rescale(part_max, shift, PRECISE) / total, PRECISE)
@@ -179,8 +227,9 @@ def held_kernel(y_ptr, x_ptr, n_cols, size1, size2, xs0, xs1, xs2, xsd, ys0, ys1
 @gluon.jit(do_not_specialize=["size1", "size2", "xs0", "xs1", "xs2", "ys0", "ys1", "ys2"])
 def reread_kernel(y_ptr, x_ptr, n_cols, size1, size2, xs0, xs1, xs2, xsd, ys0, ys1, ys2, ysd,
                   C: gl.constexpr, SPAN: gl.constexpr, TILE: gl.constexpr, LAYOUT: gl.constexpr,
-                  PRECISE: gl.constexpr, ALIGNED: gl.constexpr, UNIT: gl.constexpr, MERGED: gl.constexpr):
+                  PRECISE: gl.constexpr, ALIGNED: gl.constexpr, UNIT: gl.constexpr, EXCHANGE: gl.constexpr):
     """A row a cluster, each span read twice in tiles: an online maximum and sum, then the write."""
+    mailbox = _mailbox(C, PRECISE) if EXCHANGE == "posted" else None
     row = gl.program_id(0).to(gl.int64)
     cols = _span_columns(C, SPAN, TILE, LAYOUT, UNIT)
     x_row = x_ptr + _row_base(row, size1, size2, xs0, xs1, xs2, ALIGNED)
@@ -197,8 +246,11 @@ def reread_kernel(y_ptr, x_ptr, n_cols, size1, size2, xs0, xs1, xs2, xsd, ys0, y
         rescale = gl.where(new_max == -float("inf"), 0.0, _rescale(part_max, shift, PRECISE))
         part_sum = part_sum * rescale + _block_sums(_exp_gap(x, gl.expand_dims(shift, 1), PRECISE), PRECISE)
         part_max = new_max
-    row_max, total = _row_total(part_max, part_sum, PRECISE, MERGED)
+    row_max, total = _row_total(part_max, part_sum, mailbox, PRECISE, EXCHANGE, C, LAYOUT)
     shift = gl.where(row_max == -float("inf"), 0.0, row_max)
+    if EXCHANGE == "posted":  # [C], block k holding element k
+        shift = gl.expand_dims(shift, 1)
+        total = gl.expand_dims(total, 1)
     for start in range(0, SPAN, TILE):
         inside = (cols + start) < n_cols
         x = gl.load(x_row + (cols + start) * xsd, mask=inside, other=-float("inf"),
@@ -216,15 +268,20 @@ def cluster_layout(ctas: int, warps: int, vector: int) -> gl.BlockedLayout:
 
 def launch(setting: tuple, x: torch.Tensor, y: torch.Tensor) -> None:
     """y = softmax(x) over the rows of 2-D ``x`` (contiguous columns), a cluster a row, with ``setting``: ("held",
-    blocks, warps, None) or ("reread", blocks, warps, tile), a kind ending in "-merged" exchanging once."""
+    blocks, warps, None) or ("reread", blocks, warps, tile), a kind ending in "-merged" or "-posted" meeting so."""
     kind, ctas, warps, tile = setting
     rows, n = x.shape
     common = dict(C=ctas, SPAN=triton.next_power_of_2(n) // ctas,
                   LAYOUT=cluster_layout(ctas, warps, VECTOR_BYTES // x.element_size()), PRECISE=y.dtype == torch.float32,
-                  ALIGNED=x.stride(0) % 16 == 0 and y.stride(0) % 16 == 0, UNIT=True, MERGED=kind.endswith("-merged"),
+                  ALIGNED=x.stride(0) % 16 == 0 and y.stride(0) % 16 == 0, UNIT=True, EXCHANGE=exchange_of(kind),
                   num_warps=warps, num_ctas=ctas)
     args = (y, x, n, 1, 1, x.stride(0), 0, 0, 1, y.stride(0), 0, 0, 1)
     if kind.startswith("held"):
         held_kernel[(rows,)](*args, **common)
     else:
         reread_kernel[(rows,)](*args, TILE=tile, **common)
+
+
+def exchange_of(kind: str) -> str:
+    """A setting's EXCHANGE: "held-merged" -> "merged", "held" -> "twice"."""
+    return kind.partition("-")[2] or "twice"

@@ -27,7 +27,8 @@ import triton
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.bandwidth_method import card, logits, rotation, time_ms  # noqa: E402
-from bench.cluster_kernels import VECTOR_BYTES, cluster_layout, held_kernel, launch, reread_kernel  # noqa: E402
+from bench.cluster_kernels import (VECTOR_BYTES, cluster_layout, exchange_of, held_kernel, launch,  # noqa: E402
+                                   reread_kernel)
 from kernels import peers  # noqa: E402
 from kernels.full_softmax import softmax as full_softmax  # noqa: E402
 
@@ -41,7 +42,7 @@ def rows_of(n: int) -> int:
 
 def settings(n: int, element_size: int) -> list[tuple]:
     """("held", C, warps, None) at 16 to 64 elements a thread; ("reread", 16, warps, tile) for rows of 2^19 and more;
-    each also as "held-merged" and "reread-merged" (one exchange)."""
+    each also with "-merged" and "-posted" exchanges (bench/cluster_kernels.py)."""
     vector = VECTOR_BYTES // element_size
     found = []
     for ctas in (1, 2, 4, 8, 16):
@@ -52,7 +53,7 @@ def settings(n: int, element_size: int) -> list[tuple]:
         for warps in (4, 8, 16):
             for pieces in (1, 4):
                 found.append(("reread", 16, warps, warps * 32 * vector * pieces))
-    return found + [(f"{kind}-merged", *rest) for kind, *rest in found]
+    return found + [(f"{kind}-{exchange}", *rest) for exchange in ("merged", "posted") for kind, *rest in found]
 
 
 def compile_one(job: tuple) -> str:
@@ -79,10 +80,11 @@ def compile_only() -> bool:
 
     complete = True
     for setting, dtype in [(("held", 16, 8, None), "fp32"), (("reread", 16, 8, 2048), "bf16"),
-                           (("held-merged", 16, 8, None), "fp32")]:
+                           (("held-merged", 16, 8, None), "fp32"), (("held-posted", 16, 8, None), "fp32"),
+                           (("reread-posted", 16, 8, 2048), "bf16")]:
         kind, ctas, warps, tile = setting
         constants = {"C": ctas, "SPAN": 1 << 14, "LAYOUT": cluster_layout(ctas, warps, 4 if dtype == "fp32" else 8),
-                     "PRECISE": dtype == "fp32", "ALIGNED": True, "UNIT": True, "MERGED": kind.endswith("-merged"),
+                     "PRECISE": dtype == "fp32", "ALIGNED": True, "UNIT": True, "EXCHANGE": exchange_of(kind),
                      "xsd": 1, "ysd": 1}
         if tile:
             constants["TILE"] = tile
