@@ -1,8 +1,9 @@
-"""How the bandwidth of a softmax is measured on a GPU: the shapes, the inputs and the timing.
+"""How the bandwidth of a softmax is measured on a GPU: the shapes, the inputs and the timing, and the fp32
+error of what was timed.
 
-Shared by ``bench/softmax_bandwidth.py`` (every provider) and ``bench/tune_plans.py``
-(full_softmax's candidate plans), so that a tuned plan is chosen by the figures the bench
-reports.  Timing: ``triton.testing.do_bench_cudagraph``, mean: a CUDA graph of many calls,
+Shared by ``bench/softmax_bandwidth.py`` (every provider), ``bench/tune_plans.py``
+(full_softmax's candidate plans) and ``bench/cluster_sweep.py``, so that a tuned plan is chosen by the
+figures the bench reports.  Timing: ``triton.testing.do_bench_cudagraph``, mean: a CUDA graph of many calls,
 replayed ten times, so that neither Python's launch overhead nor the events'
 half-microsecond tick weighs on kernels of a few microseconds.  Each call in the graph
 reads the next of enough copies of the input, and writes a fresh output, that a copy is
@@ -17,6 +18,8 @@ import math
 
 import torch
 import triton
+
+from oracles.formats import FP32
 
 WIDTHS = [128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536]
 LONG_ROWS = [1 << 18, 1 << 20]
@@ -89,3 +92,15 @@ def failure(name: str, call) -> str | None:
         print(f"  {name} fails: {message}", flush=True)
         return message
     return None
+
+
+def max_ulps(y: torch.Tensor, exact: torch.Tensor) -> float:
+    """The largest error of an fp32 output, in ulps of fp32 at the float64 softmax ``exact``.
+
+    The ulp is oracles.formats.ulp's, the spacing of the binade ``exact`` lies in, computed here
+    on the GPU: the oracle's numpy takes seconds on each 2^26-element output.
+    """
+    _, e = torch.frexp(exact)  # |exact| = m * 2^e, m in [0.5, 1)
+    exponent = torch.where(exact == 0, FP32.emin, (e - 1).clamp(min=FP32.emin))
+    ulp = torch.ldexp(torch.ones_like(exact), exponent - FP32.precision + 1)
+    return ((y.double() - exact).abs() / ulp).max().item()

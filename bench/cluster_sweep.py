@@ -26,7 +26,7 @@ import triton
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.bandwidth_method import card, logits, rotation, time_ms  # noqa: E402
+from bench.bandwidth_method import card, logits, max_ulps, rotation, time_ms  # noqa: E402
 from bench.cluster_kernels import (VECTOR_BYTES, cluster_layout, exchange_of, held_kernel, launch,  # noqa: E402
                                    reread_kernel)
 from kernels import peers  # noqa: E402
@@ -99,12 +99,6 @@ def compile_only() -> bool:
     return complete
 
 
-def max_ulps(y: torch.Tensor, exact: torch.Tensor) -> float:
-    _, e = torch.frexp(exact)
-    ulp = torch.ldexp(torch.ones_like(exact), (e - 1).clamp(min=-126) - 23)
-    return ((y.double() - exact).abs() / ulp).max().item()
-
-
 def error_of(y: torch.Tensor, exact: torch.Tensor) -> float:
     """fp32: largest error in ulps; bf16: largest error relative to the largest output."""
     if y.dtype == torch.float32:
@@ -136,7 +130,7 @@ def main() -> None:
             for s in settings(n, torch.finfo(dtype).bits // 8)]
     torch.multiprocessing.set_start_method("spawn", force=True)
     with ProcessPoolExecutor(args.workers) as pool:
-        compiled = dict(zip([(n, d, s) for n, d, s in jobs], pool.map(compile_one, jobs)))
+        compiled = dict(zip(jobs, pool.map(compile_one, jobs)))
     results = {"card": card(), "rows": []}
     for dtype in (torch.float32, torch.bfloat16):
         for n in args.lengths:
@@ -149,7 +143,8 @@ def main() -> None:
                          "full_softmax": lambda t: full_softmax(t, -1)}
             if quack and n <= quack[1]:
                 providers["quack"] = quack[0]
-            for s in settings(n, x.element_size()):
+            tried = settings(n, x.element_size())
+            for s in tried:
                 if not compiled[(n, dtype, s)]:
                     providers[s] = (lambda s: lambda t: _run(s, t))(s)
             line = {"dtype": str(dtype)[6:], "n": n, "rows": rows}
@@ -160,9 +155,9 @@ def main() -> None:
                     line[str(name)] = {"gbps": round(moved / ms / 1e6), "error": error}
                 except Exception as failure:  # noqa: BLE001
                     line[str(name)] = {"failed": f"{type(failure).__name__}: {str(failure)[:200]}"}
-            for s, why in ((s, compiled[(n, dtype, s)]) for s in settings(n, x.element_size())):
-                if why:
-                    line[str(s)] = {"failed": why}
+            for s in tried:
+                if compiled[(n, dtype, s)]:
+                    line[str(s)] = {"failed": compiled[(n, dtype, s)]}
             copy = line["copy"]["gbps"]
             summary = sorted(((v["gbps"] / copy, k) for k, v in line.items() if isinstance(v, dict) and "gbps" in v),
                              reverse=True)

@@ -53,9 +53,9 @@ if SMOKE:
     os.environ["TRITON_INTERPRET"] = "1"  # before triton is imported
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench.bandwidth_method import LONG_ROWS, M, WIDTHS, card, failure, logits, rotation, shapes, time_ms  # noqa: E402
+from bench.bandwidth_method import (LONG_ROWS, M, WIDTHS, card, failure, logits, max_ulps, rotation,  # noqa: E402
+                                    shapes, time_ms)
 from kernels import full_softmax, fused_softmax, peers  # noqa: E402
-from oracles.formats import FP32  # noqa: E402
 from report.figures import pyplot  # noqa: E402
 from specs.registry import resolve  # noqa: E402
 
@@ -95,18 +95,6 @@ PROVIDERS = {
     "copy": lambda x: torch.empty_like(x).copy_(x),
 }
 REFUSALS = {"fused_softmax": fused_softmax.LIMITS, "liger": peers.LIGER, "quack": peers.QUACK}  # rows too long
-
-
-def max_ulps(y: torch.Tensor, exact: torch.Tensor) -> float:
-    """The largest error of an fp32 output, in ulps of fp32 at the float64 softmax ``exact``.
-
-    The ulp is oracles.formats.ulp's, the spacing of the binade ``exact`` lies in, computed here
-    on the GPU: the oracle's numpy takes seconds on each 2^26-element output.
-    """
-    _, e = torch.frexp(exact)  # |exact| = m * 2^e, m in [0.5, 1)
-    exponent = torch.where(exact == 0, FP32.emin, (e - 1).clamp(min=FP32.emin))
-    ulp = torch.ldexp(torch.ones_like(exact), exponent - FP32.precision + 1)
-    return ((y.double() - exact).abs() / ulp).max().item()
 
 
 def measure(rows: int, cols: int, dtype: torch.dtype) -> dict:
