@@ -93,13 +93,19 @@ def _rescale(part_max, shift, PRECISE: gl.constexpr):
 
 
 @gluon.jit
+def _times_float64(e, factor):
+    """e times a float64 factor, rounded once: the factor in two fp32 parts, e stays fp32."""
+    high = factor.to(gl.float32)
+    low = (factor - high.to(gl.float64)).to(gl.float32)
+    return gl.fma(e, high, e * low)
+
+
+@gluon.jit
 def _scaled(e, factor, PRECISE: gl.constexpr):
-    """e times each block's factor ([C]): as the float64 product rounded once (two fp32 parts of it), or in fp32."""
+    """e times each block's factor ([C]): as the float64 product rounded once, or in fp32."""
     factor = gl.expand_dims(factor, 1)
     if PRECISE:
-        high = factor.to(gl.float32)
-        low = (factor - high.to(gl.float64)).to(gl.float32)
-        y = gl.fma(e, high, e * low)
+        y = _times_float64(e, factor)
     else:
         y = e * factor
     return y
@@ -107,12 +113,9 @@ def _scaled(e, factor, PRECISE: gl.constexpr):
 
 @gluon.jit
 def _normalised(e, total, PRECISE: gl.constexpr):
-    """e / total: by the float64 reciprocal in two fp32 parts (fp32 outputs), or the rounded reciprocal."""
+    """e / total: by the float64 reciprocal (fp32 outputs), or the correctly rounded fp32 one."""
     if PRECISE:
-        reciprocal = 1.0 / total
-        high = reciprocal.to(gl.float32)
-        low = (reciprocal - high.to(gl.float64)).to(gl.float32)
-        y = gl.fma(e, high, e * low)
+        y = _times_float64(e, 1.0 / total)
     else:
         y = e * gl.div_rn(1.0, total)
     return y
