@@ -21,9 +21,10 @@ and no exchange comes near QuACK.
 Each block's part of a tile is a [C, columns] tensor whose row k lives in block k, so a reduction along dim 1
 stays within a block and one along dim 0 crosses the cluster.  The layout is explicit: the order in which a
 row's exponentials are added is the layout's, the same for every launch, alignment and batch.  The arithmetic
-is full_softmax's (``kernels/full_softmax/arithmetic.py``): for fp32 outputs the gap's rounding error
-recovered, libdevice expf, the sum compensated (an fp32 pair, its error some n 2^-46 of the sum) and the
-product by the float64 reciprocal; for half outputs ``exp`` and the correctly rounded reciprocal.
+is full_softmax's (``kernels/full_softmax/arithmetic.py``; its exps, rescales and row offsets are its own
+helpers of ``triton_code.py``, which Gluon calls): for fp32 outputs the gap's rounding error recovered,
+libdevice expf, the sum compensated (an fp32 pair, its error some n 2^-46 of the sum) and the product by the
+float64 reciprocal; for half outputs ``exp`` and the correctly rounded reciprocal.
 """
 
 import torch
@@ -32,17 +33,24 @@ from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon._runtime import constexpr_function
 from triton.experimental.gluon.language.nvidia.hopper import async_store, mbarrier
-from triton.language.extra import libdevice
+
+from kernels.full_softmax.arithmetic import HALF_RECIPROCAL, PRECISE as PRECISE_ARITH
+from kernels.full_softmax.triton_code import _exp_gap, _rescale, _row_bases
 
 VECTOR_BYTES = 16  # a thread's piece of a row: one 16-byte load
 
 
+@constexpr_function
+def _arith(precise):
+    """full_softmax's ARITH for an fp32 output (PRECISE) or a half one (HALF_RECIPROCAL)."""
+    return PRECISE_ARITH.value if precise else HALF_RECIPROCAL.value
+
+
 @gluon.jit
 def _row_base(row, size1, size2, stride0, stride1, stride2, ALIGNED: gl.constexpr):
-    """The offset of a row's first element: row = (i0 * size1 + i1) * size2 + i2 (ALIGNED: a multiple of 16,
-    as the host found every outer stride, so that loads take 16 bytes at a time)."""
-    rest = row // size2
-    base = (rest // size1) * stride0 + (rest % size1) * stride1 + (row % size2) * stride2
+    """full_softmax's offset of a row's first element; ALIGNED: a multiple of 16, as the host found every outer
+    stride, so that loads take 16 bytes at a time."""
+    base = _row_bases(row, size1, size2, stride0, stride1, stride2)
     if ALIGNED:
         base = gl.multiple_of(base, 16)
     return base
@@ -57,21 +65,6 @@ def _add_compensated(high_a, low_a, high_b, low_b):
 
 
 @gluon.jit
-def _exp_gap(x, shift, PRECISE: gl.constexpr):
-    """exp(x - shift): without the gap's rounding error for fp32 outputs, of the rounded gap for half outputs."""
-    if PRECISE:
-        gap = x - shift
-        back = gap - x
-        error = (x - (gap - back)) + (-shift - back)
-        error = gl.where((gap - gap) == 0.0, error, 0.0)  # 0 where the gap is not finite
-        rounded = libdevice.exp(gap)
-        e = rounded + rounded * error
-    else:
-        e = gl.exp(x - shift)
-    return e
-
-
-@gluon.jit
 def _block_sums(e, PRECISE: gl.constexpr):
     """Each block's sum of its exponentials (along dim 1): compensated, as float64, for fp32 outputs."""
     if PRECISE:
@@ -80,16 +73,6 @@ def _block_sums(e, PRECISE: gl.constexpr):
     else:
         total = gl.sum(e, axis=1)
     return total
-
-
-@gluon.jit
-def _rescale(part_max, shift, PRECISE: gl.constexpr):
-    """exp(part_max - shift), in float64 where the sums are (libdevice expf's error would reach every output)."""
-    if PRECISE:
-        factor = gl.exp(part_max.to(gl.float64) - shift.to(gl.float64))
-    else:
-        factor = gl.exp(part_max - shift)
-    return factor
 
 
 @gluon.jit
@@ -182,7 +165,7 @@ def _row_total(part_max, part_sum, mailbox, PRECISE: gl.constexpr, EXCHANGE: gl.
         shift = gl.where(row_max == -float("inf"), 0.0, row_max)
         # A span of -inf adds nothing; a span holding NaN (which max skipped) keeps its NaN sum.
         total = gl.sum(gl.where((part_max == -float("inf")) & (part_sum == part_sum), 0.0,
-                                part_sum * _rescale(part_max, shift, PRECISE)), axis=0)
+                                part_sum * _rescale(part_max, shift, _arith(PRECISE))), axis=0)
     return row_max, total
 
 
@@ -212,16 +195,16 @@ def held_kernel(y_ptr, x_ptr, n_cols, size1, size2, xs0, xs1, xs2, xsd, ys0, ys1
     if EXCHANGE != "twice":  # each block's exps from its own maximum, rescaled after the one exchange
         part_max = gl.max(x, axis=1)
         part_shift = gl.expand_dims(gl.where(part_max == -float("inf"), 0.0, part_max), 1)
-        e = _exp_gap(x, part_shift, PRECISE)
+        e = _exp_gap(x, part_shift, _arith(PRECISE))
         row_max, total = _row_total(part_max, _block_sums(e, PRECISE), mailbox, PRECISE, EXCHANGE, C, LAYOUT)
         shift = gl.where(row_max == -float("inf"), 0.0, row_max)
         # A row of -inf: its sum is 0 and its outputs 0 * (0 / 0), NaN, as torch's.
-        y = _scaled(e, _rescale(part_max, shift, PRECISE) / total, PRECISE)
+        y = _scaled(e, _rescale(part_max, shift, _arith(PRECISE)) / total, PRECISE)
     else:
         row_max = gl.max(gl.max(x, axis=1), axis=0)
         # A row of -inf sums exp(x - 0) = 0, and its output 0 * inf is NaN, as torch's.
         shift = gl.where(row_max == -float("inf"), 0.0, row_max)
-        e = _exp_gap(x, shift, PRECISE)
+        e = _exp_gap(x, shift, _arith(PRECISE))
         y = _normalised(e, gl.sum(_block_sums(e, PRECISE), axis=0), PRECISE)
     y_row = y_ptr + _row_base(row, size1, size2, ys0, ys1, ys2, ALIGNED)
     gl.store(y_row + cols * ysd, y.to(y_ptr.dtype.element_ty), mask=inside)
@@ -246,8 +229,8 @@ def reread_kernel(y_ptr, x_ptr, n_cols, size1, size2, xs0, xs1, xs2, xsd, ys0, y
         new_max = gl.maximum(part_max, gl.max(x, axis=1))
         # While a span holds only -inf, its sum stays 0 rather than exp(-inf - -inf) = NaN.
         shift = gl.where(new_max == -float("inf"), 0.0, new_max)
-        rescale = gl.where(new_max == -float("inf"), 0.0, _rescale(part_max, shift, PRECISE))
-        part_sum = part_sum * rescale + _block_sums(_exp_gap(x, gl.expand_dims(shift, 1), PRECISE), PRECISE)
+        rescale = gl.where(new_max == -float("inf"), 0.0, _rescale(part_max, shift, _arith(PRECISE)))
+        part_sum = part_sum * rescale + _block_sums(_exp_gap(x, gl.expand_dims(shift, 1), _arith(PRECISE)), PRECISE)
         part_max = new_max
     row_max, total = _row_total(part_max, part_sum, mailbox, PRECISE, EXCHANGE, C, LAYOUT)
     shift = gl.where(row_max == -float("inf"), 0.0, row_max)
@@ -258,7 +241,7 @@ def reread_kernel(y_ptr, x_ptr, n_cols, size1, size2, xs0, xs1, xs2, xsd, ys0, y
         inside = (cols + start) < n_cols
         x = gl.load(x_row + (cols + start) * xsd, mask=inside, other=-float("inf"),
                     eviction_policy="evict_first").to(gl.float32)
-        y = _normalised(_exp_gap(x, shift, PRECISE), total, PRECISE)
+        y = _normalised(_exp_gap(x, shift, _arith(PRECISE)), total, PRECISE)
         gl.store(y_row + (cols + start) * ysd, y.to(y_ptr.dtype.element_ty), mask=inside)
 
 
