@@ -16,6 +16,8 @@ from triton import backends
 
 INTERPRETER_PROGRAMS = 4
 NPU_FALLBACK_PROGRAMS = 32  # the Ascend tutorial's own fixed count
+# Gluon's layouts across a thread-block cluster, which full_softmax's cluster path is written in, from Triton 3.9 on.
+HAS_CLUSTER_LAYOUTS = tuple(int(part) for part in triton.__version__.split(".")[:2]) >= (3, 9)
 
 
 @functools.cache  # fixed once triton has decorated the kernels; triton.knobs rereads the environment

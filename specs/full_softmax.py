@@ -28,7 +28,8 @@ import torch
 from kernels.full_softmax import host
 from kernels.full_softmax.arithmetic import ARITHMETIC_NAMES, arithmetic
 from kernels.full_softmax.buffer_plan import INTERPRETER_BLOCK, largest_block
-from kernels.full_softmax.cuda_plan import GPU_CHUNKED_ROW_BYTES, GPU_MASKED_ROW_BYTES, GPU_ROW_ELEMENTS
+from kernels.full_softmax.cuda_plan import (GPU_CHUNKED_ROW_BYTES, GPU_MASKED_ROW_BYTES, GPU_ROW_ELEMENTS,
+                                            HOPPER_CLUSTERS, longest_cluster_row)
 from kernels.full_softmax.plan import Plan
 from oracles.bounds import Arithmetic, PrecisionProfile, Reduction
 from oracles.call import Call
@@ -87,11 +88,13 @@ CAPABILITIES = Capabilities.extending(
     masked=True,
     out_dtype=True,
     # The interpreter: one pass -> chunked -> split; Ascend: one pass -> chunked; CUDA: one pass ->
-    # chunked in fp32 (masked rows first) and in half, chunked -> split in fp32.
+    # chunked in fp32 (masked rows first) and in half, chunked -> split in fp32; on Hopper with Triton 3.9, one
+    # pass -> cluster, cluster -> split in fp32.
     path_boundaries={"cpu": (INTERPRETER_BLOCK, 2 * INTERPRETER_BLOCK), "npu": (largest_block(interpret=False),),
-                     "cuda": (GPU_MASKED_ROW_BYTES // 4, GPU_ROW_ELEMENTS, GPU_CHUNKED_ROW_BYTES // 4)},
-    # The tile, warps and path follow from the row length (and the card's tuned table) alone; fp32 sums are exact
-    # on CUDA.
+                     "cuda": (GPU_MASKED_ROW_BYTES // 4, GPU_ROW_ELEMENTS, GPU_CHUNKED_ROW_BYTES // 4,
+                              longest_cluster_row(HOPPER_CLUSTERS, 4))},
+    # The tile, warps and path follow from the row length (and the card's tuned table, and whether card and
+    # Triton run the cluster path) alone; fp32 sums are exact on CUDA.
     promises=ALL_INVARIANCES,
 )
 
@@ -100,7 +103,9 @@ def reduction(p: Plan, n: int, kind: str) -> Reduction:
     """The tree in which a plan sums a row of n: one block, or blocks folded with rescales.
 
     A split row's spans are added in the write kernel, in more warps than the statistics kernel's
-    num_warps: counted over the fewer threads, their tree is at least as deep.
+    num_warps: counted over the fewer threads, their tree is at least as deep.  A cluster's blocks sum
+    their spans' tiles each (as chunks, without the rescales), then meet as a split row's spans do
+    (``splits``, its blocks).
     """
     return Reduction(kind, num_warps=p.num_warps, rows=p.rows, block=None if p.path == "single" else p.block,
                      chunks=1 if p.path == "single" else p.chunks(n), spans=p.splits)
@@ -110,15 +115,16 @@ def precision(call: Call) -> PrecisionProfile:
     """The arithmetic and the reduction of the path the kernel takes for ``call``.
 
     Both follow from the call as the host code decides them (``kernels/full_softmax/host.py``): the plan
-    from the shape, dim, device, element size and whether the call is masked (on CUDA a masked call may
-    take another plan, ``gpu_plan``), the arithmetic from the device, the operation and the output dtype
+    from the shape, dim, device, element size and whether the call is masked or a log_softmax (on CUDA
+    either may take another plan, ``gpu_plan``), the arithmetic from the device, the operation and the output dtype
     (a half input with fp32 output computes as an fp32 output does).
     """
     x = call.x
     shape = tuple(x.shape) or (1,)
     dim = call.dim % len(shape)
     kind = TILE_SUM.get(call.backend, "sequential")
-    tree = reduction(host.plan(shape, dim, x.device, x.element_size(), call.mask is not None), shape[dim], kind)
+    tree = reduction(host.plan(shape, dim, x.device, x.element_size(), call.mask is not None, call.log), shape[dim],
+                     kind)
     mode = ARITHMETIC_NAMES[arithmetic(x.device, call.log, call.result_dtype)]
     return PrecisionProfile(ARITHMETIC[call.backend, mode], tree)
 

@@ -44,6 +44,43 @@ GPU_SPLIT_SPAN = 4096
 GPU_SPLIT_STATS_WARPS = 4
 GPU_SPLIT_WRITE_WARPS = 8
 GPU_MAX_WARPS = 32  # a CUDA block's 1024 threads
+# The cluster path (cluster_code.py: Triton 3.9 and later, sm_90 and later), for rows longer than GPU_ROW_ELEMENTS:
+# a row over a cluster of blocks, each staging its span in shared memory.  Its settings follow from the card
+# (ClusterCard), each constant measured on an H100 (docs/speed.md):
+GPU_CLUSTER_SPANS_PER_SM = 3  # spans as long as this many share an SM's shared memory (a power of two of bytes;
+# no class takes the path whose spans would be longer): one block's loads run under another's arithmetic (a span
+# an SM ran no faster than the chunked path);
+GPU_CLUSTER_THREAD_VALUES = 128  # a thread's share of a span (in warps: fp32 spans of 64 KB 4, half ones 8),
+GPU_CLUSTER_TILE_THREAD_BYTES = 32  # and of a tile: two 16-byte copies
+
+
+@dataclass(frozen=True)
+class ClusterCard:
+    """What the cluster path's settings follow from: a card's shared memory and the blocks a cluster may take."""
+
+    shared_bytes: int  # shared memory of an SM (H100, H200: 228 KB)
+    max_ctas: int  # blocks of a cluster (sm_90: 16, beyond the 8 every card allows)
+
+
+HOPPER_CLUSTERS = ClusterCard(228 * 1024, 16)  # H100 and H200
+
+
+def longest_cluster_row(card: ClusterCard, element_size: int) -> int:
+    """The longest row that takes the cluster path on ``card`` (0 if none does)."""
+    bucket = GPU_ROW_ELEMENTS * 2
+    while cluster_settings(ShapeClass(bucket, element_size, False), card):
+        bucket *= 2
+    return bucket // 2 if bucket > GPU_ROW_ELEMENTS * 2 else 0
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """A row over a cluster of ``ctas`` blocks, each staging its span of bucket / ctas elements in shared memory
+    and reading it back in tiles of ``columns``."""
+
+    ctas: int
+    num_warps: int
+    columns: int
 
 
 class ShapeClass(NamedTuple):
@@ -126,6 +163,22 @@ def derived_settings(shape: ShapeClass) -> Settings:
     return Split(GPU_SPLIT_SPAN, GPU_SPLIT_STATS_WARPS, GPU_SPLIT_WRITE_WARPS)
 
 
+def cluster_settings(shape: ShapeClass, card: ClusterCard) -> Cluster | None:
+    """The cluster path's settings for a class on ``card``, or None where the class does not take it: masked rows,
+    rows of one pass, and rows whose spans would pass 1 / GPU_CLUSTER_SPANS_PER_SM of an SM's shared memory.  The
+    span is the largest power of two of bytes within it (2 to the card's most blocks a row), GPU_CLUSTER_THREAD_VALUES
+    of the span a thread, GPU_CLUSTER_TILE_THREAD_BYTES of a tile."""
+    bucket, element_size, masked = shape
+    if masked or bucket <= GPU_ROW_ELEMENTS:
+        return None
+    longest = card.shared_bytes // GPU_CLUSTER_SPANS_PER_SM
+    ctas = min(card.max_ctas, max(2, bucket * element_size // (1 << (longest.bit_length() - 1))))
+    if bucket * element_size // ctas > longest:
+        return None
+    warps = min(GPU_MAX_WARPS, max(1, bucket // ctas // (32 * GPU_CLUSTER_THREAD_VALUES)))
+    return Cluster(ctas, warps, warps * 32 * GPU_CLUSTER_TILE_THREAD_BYTES // element_size)
+
+
 def gpu_row_warps(block: int, element_size: int, masked: bool) -> int:
     """Warps for a program holding a block of one row (at least GPU_SHORT_ROW_BYTES)."""
     block_bytes = block * element_size
@@ -136,11 +189,14 @@ def gpu_row_warps(block: int, element_size: int, masked: bool) -> int:
 
 
 def gpu_plan(n: int, n_rows: int, units: int, element_size: int, masked: bool = False,
-             tuned: Mapping[ShapeClass, Settings] | None = None) -> Plan:
-    """CUDA: the plan of rows of n, with the settings of their shape class in ``tuned`` (the card's
-    table), else derived; as many programs as the rows allow (chunked rows: GPU_PROGRAMS_PER_UNIT an SM
-    at most, of ``units``)."""
+             tuned: Mapping[ShapeClass, Settings] | None = None, clusters: ClusterCard | None = None) -> Plan:
+    """CUDA: the plan of rows of n: the cluster path where ``clusters`` (the card's, where the path runs) admits
+    their shape class; else the settings of the class in ``tuned`` (the card's table), else derived; as many
+    programs as the rows allow (chunked rows: GPU_PROGRAMS_PER_UNIT an SM at most, of ``units``)."""
     shape = shape_class(n, element_size, masked)
+    cluster = cluster_settings(shape, clusters) if clusters else None
+    if cluster:
+        return Plan("cluster", cluster.columns, 1, cluster.num_warps, splits=cluster.ctas, programs=n_rows)
     settings = (tuned or {}).get(shape) or derived_settings(shape)
     if isinstance(settings, OnePass):
         return Plan("single", shape.row_bucket, settings.rows, settings.num_warps,

@@ -6,12 +6,13 @@ import functools
 import math
 
 import torch
+import triton
 
-from ..launch import compute_units, interpreted, require_triton_device
+from ..launch import HAS_CLUSTER_LAYOUTS, compute_units, interpreted, require_triton_device
 from ..limits import HALF_AND_SINGLE, InputLimits, dense
 from .arithmetic import PRECISE, arithmetic
 from .buffer_plan import buffer_plan
-from .cuda_plan import gpu_plan
+from .cuda_plan import ClusterCard, gpu_plan
 from .launch_cache import CONTIGUOUS_CALLS, ContiguousLaunch, call_key, remember_contiguous_call
 from .layout import MAX_OUTER_DIMS, row_layout
 from .plan import Plan
@@ -22,19 +23,32 @@ LIMITS = InputLimits(dtypes=HALF_AND_SINGLE)  # any rank, dim, strides and row l
 
 
 @functools.lru_cache(maxsize=4096)  # a pure function of its arguments, and on every call's path
-def plan(shape: tuple[int, ...], dim: int, device: torch.device, element_size: int, masked: bool = False) -> Plan:
+def plan(shape: tuple[int, ...], dim: int, device: torch.device, element_size: int, masked: bool = False,
+         log: bool = False) -> Plan:
     """The path and tile for a call.
 
     The tile, the warps and the path follow from the row length (and, on CUDA,
-    whether the call is masked, and the card's tuned table) alone: a row's sum
-    must not change with the number of rows around it (batch invariance).
-    Only the program count may.
+    whether the call is masked or a log_softmax, the card's tuned table and
+    whether it runs the cluster path) alone: a row's sum must not change with
+    the number of rows around it (batch invariance).  Only the program count may.
     """
     n = shape[dim]
     n_rows = max(math.prod(shape) // max(n, 1), 1)
     if device.type == "cuda" and not interpreted():
-        return gpu_plan(n, n_rows, compute_units(device), element_size, masked, card_plans(device))
+        clusters = None if log else cluster_card(device)  # log_softmax computes in float64 (arithmetic.WIDE)
+        return gpu_plan(n, n_rows, compute_units(device), element_size, masked, card_plans(device), clusters)
     return buffer_plan(n, n_rows, device, element_size, compute_units(device), interpreted())
+
+
+@functools.cache
+def cluster_card(device: torch.device) -> ClusterCard | None:
+    """The card's shared memory and largest cluster, where the cluster path runs (sm_90 and later, Triton 3.9 and
+    later); else None.  Clusters of 16 blocks are sm_90's and sm_100's; 8 any other card's."""
+    major = torch.cuda.get_device_capability(device)[0]
+    if not HAS_CLUSTER_LAYOUTS or major < 9:
+        return None
+    shared = torch.cuda.get_device_properties(device).shared_memory_per_multiprocessor
+    return ClusterCard(shared, 16 if major in (9, 10) else 8)
 
 
 def _run(x: torch.Tensor, dim: int, *, log: bool, mask: torch.Tensor | None,
@@ -60,10 +74,10 @@ def _run(x: torch.Tensor, dim: int, *, log: bool, mask: torch.Tensor | None,
         return y
     n = x.shape[dim]
     n_rows = x.numel() // n
-    p = plan(tuple(x.shape), dim, x.device, x.element_size(), mask is not None)
+    p = plan(tuple(x.shape), dim, x.device, x.element_size(), mask is not None, log)
     arith = arithmetic(x.device, log, y.dtype)
     tile = dict(ROWS=p.rows, BLOCK=p.block, CHUNKED=p.path == "chunked", LOG=log, ARITH=arith, num_warps=p.num_warps)
-    if (mask is None and p.path != "split" and dim == x.dim() - 1 and x.stride(dim) == 1
+    if (mask is None and p.path in ("single", "chunked") and dim == x.dim() - 1 and x.stride(dim) == 1
             and (x.dim() <= 2 or x.is_contiguous())):
         launch = ContiguousLaunch((p.programs,), (n_rows, n, x.stride(0) if x.dim() == 2 else n, n), tile)
         remember_contiguous_call(call, launch)
@@ -77,6 +91,14 @@ def _run(x: torch.Tensor, dim: int, *, log: bool, mask: torch.Tensor | None,
     ms = rest[0] if rest else [0] * MAX_OUTER_DIMS
     masked = keep is not None
     mask_arg, msd = (keep, keep.stride(dim)) if masked else (x, 0)
+    aligned = all(stride % 16 == 0 for stride in xs + ys + ms)
+    if p.path == "cluster":
+        from .cluster_code import launch_cluster  # Gluon's cluster layouts: Triton 3.9 and later
+
+        launch_cluster(y, x, n_rows, n, sizes, xs, ys, x.stride(dim), y.stride(dim), ctas=p.splits,
+                       span=triton.next_power_of_2(n) // p.splits, tile=p.block, num_warps=p.num_warps, arith=arith,
+                       aligned=aligned)
+        return y
     if p.path == "split":
         span, spans = p.span(n), p.spans(n)
         stats = torch.empty((n_rows, spans, 2), dtype=torch.float64 if arith >= PRECISE.value else torch.float32,
@@ -89,7 +111,6 @@ def _run(x: torch.Tensor, dim: int, *, log: bool, mask: torch.Tensor | None,
             *ms, msd, SPLITS=p.splits, FULL=spans == p.splits, BLOCK=p.block, LOG=log, MASKED=masked, ARITH=arith,
             num_warps=p.write_warps or p.num_warps)
         return y
-    aligned = all(stride % 16 == 0 for stride in xs + ys + ms)
     rows_kernel[(p.programs,)](y, x, mask_arg, n_rows, n, sizes[1], sizes[2], *xs, x.stride(dim), *ys,
                                y.stride(dim), *ms, msd, MASKED=masked, ALIGNED=aligned, **tile)
     return y

@@ -10,11 +10,12 @@ from dataclasses import dataclass, replace
 class Plan:
     """How one call runs: which path, the tile, the warps, and how many programs share a row."""
 
-    path: str  # "single", "chunked" or "split"
+    path: str  # "single", "chunked", "split" or "cluster"
     block: int  # columns of a tile
     rows: int  # rows of a tile
     num_warps: int  # of the kernel that sums the rows (for a split row, its statistics kernel)
-    splits: int = 1  # a split row: the width of the tree over its spans' sums, a power of two
+    splits: int = 1  # a split row: the width of the tree over its spans' sums, a power of two (the cluster
+    # path: the blocks of a row's cluster, a span each, a program a cluster)
     programs: int = 1  # the grid
     write_warps: int | None = None  # a split row's write kernel, where not num_warps
 

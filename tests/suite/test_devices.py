@@ -20,6 +20,7 @@ from harness.device import pinning
 from harness.device.backend import resolve_name
 from kernels import full_softmax, launch
 from kernels.full_softmax import buffer_plan, host, launch_cache
+from kernels.full_softmax.cuda_plan import HOPPER_CLUSTERS
 from oracles.call import Call
 from specs import full_softmax as full_softmax_record
 from specs.operations import MASKED_SOFTMAX, SOFTMAX
@@ -135,10 +136,12 @@ def test_the_header_names_the_fake_npu(run_pytest, tmp_path):
 
 
 @pytest.fixture
-def fresh_launch_caches():
+def fresh_launch_caches(monkeypatch):
+    """Plans made afresh, on a card without the cluster path unless a test gives it one."""
     caches = (launch.compute_units, launch.cache_bytes, host.plan)
     for cache in caches:
         cache.cache_clear()
+    monkeypatch.setattr(host, "cluster_card", lambda device: None)
     yield
     for cache in caches:
         cache.cache_clear()
@@ -190,11 +193,13 @@ def test_npu_launches_fit_the_grid_limit_and_the_unified_buffer(monkeypatch, fre
 CUDA_LENGTHS = [1, 300, 2048, 8192, 16384, 16385, 32768, 32769, 65536, 65537, 1 << 18, (1 << 18) + 1, 1 << 20]
 
 
+@pytest.mark.parametrize("clusters", [None, HOPPER_CLUSTERS], ids=["no clusters", "Hopper's clusters"])
 @pytest.mark.parametrize("masked", [False, True], ids=["unmasked", "masked"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
-def test_the_cuda_profile_bounds_the_plan_of_the_call(monkeypatch, fresh_launch_caches, dtype, masked):
-    """On CUDA masked rows take their own plan: the profile of a call, masked or not, must sum at least as
-    deep, with at least as many rescales, as the plan that call takes."""
+def test_the_cuda_profile_bounds_the_plan_of_the_call(monkeypatch, fresh_launch_caches, dtype, masked, clusters):
+    """On CUDA masked rows take their own plan, and long rows a cluster's where the card and Triton run it: the
+    profile of a call must sum at least as deep, with at least as many rescales, as the plan that call takes."""
+    monkeypatch.setattr(host, "cluster_card", lambda device: clusters)
     monkeypatch.setattr(host, "interpreted", lambda: False)  # plan as for a compiled CUDA kernel
     monkeypatch.setattr(host, "compute_units", lambda device: 132)
     monkeypatch.setattr(host, "card_plans", lambda device: {})  # a card without a tuned table

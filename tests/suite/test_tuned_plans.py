@@ -1,7 +1,8 @@
-"""full_softmax's launch plans on CUDA from a card's tuned table (kernels/full_softmax/tuned/), on fake cards.
+"""full_softmax's launch plans on CUDA from a card's tuned table (kernels/full_softmax/tuned/), and its cluster
+path's from the card's shared memory and compute capability, on fake cards.
 
-The card is faked through the properties torch reports (its name, SMs and L2), as
-``kernels/launch.py`` reads them; no GPU is needed.
+The card is faked through the properties torch reports (its name, SMs, L2, shared memory and capability), as
+``kernels/launch.py`` and ``host.cluster_card`` read them; no GPU is needed.
 """
 
 import json
@@ -12,7 +13,7 @@ import torch
 
 from kernels import launch
 from kernels.full_softmax import host, tuned_plans
-from kernels.full_softmax.cuda_plan import gpu_plan
+from kernels.full_softmax.cuda_plan import HOPPER_CLUSTERS, ClusterCard, gpu_plan, longest_cluster_row
 from kernels.full_softmax.plan import Plan
 from oracles.call import Call
 from specs import full_softmax as full_softmax_record
@@ -44,21 +45,23 @@ DERIVED_PLANS = {
 def fake_cards(monkeypatch, tmp_path):
     """CUDA device 0 is the card CARD, compiled kernels (no interpreter), tables read from tmp_path; returns a
     function that names the card device 0 is."""
-    card = {"name": CARD}
+    card = {"name": CARD, "capability": (8, 0), "shared": 164 * 1024}  # an sm_80 card: no clusters
 
     def properties(device):
-        return types.SimpleNamespace(name=card["name"], multi_processor_count=132, L2_cache_size=50 << 20)
+        return types.SimpleNamespace(name=card["name"], multi_processor_count=132, L2_cache_size=50 << 20,
+                                     shared_memory_per_multiprocessor=card["shared"])
 
-    caches = (launch.card_name, launch.compute_units, launch.cache_bytes, host.plan)
+    caches = (launch.card_name, launch.compute_units, launch.cache_bytes, host.plan, host.cluster_card)
     for cache in caches:
         cache.cache_clear()
     monkeypatch.setattr(torch.cuda, "get_device_properties", properties)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device: card["capability"])
     monkeypatch.setattr(host, "interpreted", lambda: False)
     monkeypatch.setattr(tuned_plans, "TABLES_DIR", tmp_path)
     monkeypatch.setattr(tuned_plans, "TABLES", {})
 
-    def name(new: str) -> None:
-        card["name"] = new
+    def name(new: str, capability: tuple[int, int] = (8, 0), shared: int = 164 * 1024) -> None:
+        card.update(name=new, capability=capability, shared=shared)
         for cache in caches:
             cache.cache_clear()
 
@@ -125,6 +128,77 @@ def test_the_precision_model_follows_the_tuned_plan(fake_cards, operation):
     call = Call(x, -1, operation, "cuda", types.SimpleNamespace(shape=(4, 200)) if operation.masked else None)
     reduction = full_softmax_record.precision(call).reduction
     assert (reduction.num_warps, reduction.rows) == ((8, 16) if operation.masked else (4, 8))  # tuned / derived
+
+
+HOPPER_SHARED = 228 * 1024  # an H100's or H200's shared memory an SM
+
+
+@pytest.fixture
+def cluster_card(fake_cards, monkeypatch):
+    """Device 0 a Hopper card (sm_90, 228 KB of shared memory an SM) under a Triton with cluster layouts."""
+    monkeypatch.setattr(host, "HAS_CLUSTER_LAYOUTS", True)
+    fake_cards(CARD, (9, 0), HOPPER_SHARED)
+    return fake_cards
+
+
+# Rows of a Hopper card's cluster path: (n, element size) -> blocks, warps, tile (measured: docs/speed.md).
+CLUSTER_PLANS = {(65536, 4): (4, 4, 1024), (131072, 4): (8, 4, 1024), (200000, 4): (16, 4, 1024),
+                 (1 << 18, 4): (16, 4, 1024), (32769, 2): (2, 8, 4096), (1 << 18, 2): (8, 8, 4096),
+                 (1 << 19, 2): (16, 8, 4096)}
+
+
+@pytest.mark.parametrize("key", sorted(CLUSTER_PLANS), ids=str)
+def test_a_hopper_card_with_cluster_layouts_runs_long_rows_over_a_cluster(cluster_card, key):
+    n, element_size = key
+    ctas, warps, tile = CLUSTER_PLANS[key]
+    plan = host.plan((7, n), 1, CUDA, element_size)
+    assert plan == Plan("cluster", tile, 1, warps, splits=ctas, programs=7)
+    assert plan == gpu_plan(n, 7, 132, element_size, clusters=ClusterCard(HOPPER_SHARED, 16))
+
+
+@pytest.mark.parametrize("n, element_size, masked, log", [
+    (32768, 4, False, False),  # one pass: at a copy's speed already
+    ((1 << 18) + 1, 4, False, False), ((1 << 19) + 1, 2, False, False),  # a span past a third of an SM's memory
+    (65536, 4, True, False), (65536, 4, False, True)],  # masked rows, and log_softmax's float64 arithmetic
+    ids=str)
+def test_rows_the_cluster_path_does_not_take_keep_their_plans(cluster_card, n, element_size, masked, log):
+    plan = host.plan((7, n), 1, CUDA, element_size, masked, log)
+    assert plan.path != "cluster"
+    assert plan == gpu_plan(n, 7, 132, element_size, masked)
+
+
+def test_the_cluster_path_needs_cluster_layouts_and_sm_90(cluster_card, monkeypatch):
+    assert host.plan((7, 65536), 1, CUDA, 4).path == "cluster"
+    cluster_card(CARD, (8, 6), HOPPER_SHARED)
+    assert host.plan((7, 65536), 1, CUDA, 4) == gpu_plan(65536, 7, 132, 4)
+    monkeypatch.setattr(host, "HAS_CLUSTER_LAYOUTS", False)
+    cluster_card(CARD, (9, 0), HOPPER_SHARED)
+    assert host.plan((7, 65536), 1, CUDA, 4) == gpu_plan(65536, 7, 132, 4)
+
+
+def test_the_cluster_settings_follow_the_cards_shared_memory_and_cluster_size(cluster_card):
+    """A card of 100 KB an SM and clusters of 8 (sm_120): spans of 32 KB, and no cluster path for rows whose spans
+    would pass a third of it."""
+    cluster_card(CARD, (12, 0), 100 * 1024)
+    assert host.plan((7, 65536), 1, CUDA, 4) == Plan("cluster", 512, 1, 2, splits=8, programs=7)
+    assert host.plan((7, 1 << 16), 1, CUDA, 2) == Plan("cluster", 2048, 1, 4, splits=4, programs=7)
+    assert host.plan((7, 1 << 18), 1, CUDA, 4).path == "split"
+    assert longest_cluster_row(ClusterCard(100 * 1024, 8), 4) == 65536
+    assert longest_cluster_row(HOPPER_CLUSTERS, 4) == 1 << 18 and longest_cluster_row(HOPPER_CLUSTERS, 2) == 1 << 19
+
+
+def test_a_cluster_plan_depends_on_the_row_length_not_the_row_count(cluster_card):
+    for n, element_size in [(65536, 4), (70001, 2), (1 << 18, 4), ((1 << 19) - 5, 2)]:
+        plans = {host.plan((n_rows, n), 1, CUDA, element_size) for n_rows in (1, 3, 4096, 1 << 20)}
+        settings = {(p.path, p.block, p.rows, p.num_warps, p.splits) for p in plans}
+        assert len(settings) == 1 and settings.pop()[0] == "cluster", plans
+
+
+def test_the_precision_model_of_a_cluster_row_sums_its_blocks_spans_then_meets_them(cluster_card):
+    x = types.SimpleNamespace(shape=(4, 1 << 18), device=CUDA, dtype=torch.float32, element_size=lambda: 4)
+    reduction = full_softmax_record.precision(Call(x, -1, SOFTMAX, "cuda")).reduction
+    # 16 blocks of 16384 columns, each summing 16 tiles of 1024 in 4 warps.
+    assert (reduction.block, reduction.chunks, reduction.spans, reduction.num_warps) == (1024, 16, 16, 4)
 
 
 MALFORMED = {

@@ -1,0 +1,201 @@
+"""full_softmax's cluster path, in Gluon (Triton 3.9 and later, NVIDIA sm_90 and later): a long row over a
+thread-block cluster, read from memory once and written once, as a copy is.
+
+A row takes a cluster of C blocks, block k its span k of SPAN columns.  Each block copies its span into its
+shared memory (``cp.async``, a copy group a tile: no register waits on a load in flight, so that a few blocks
+of small tiles share an SM and one block's arithmetic runs while another's span arrives), then reads it from
+there in tiles of TILE columns: the span's maximum as its tiles land; its exps and their sum (an fp32 span's
+exps replace it in place, so that the write multiplies them rather than computing them again); the blocks'
+(maximum, sum) pairs met through distributed shared memory; the write.  The blocks meet as QuACK's do: each
+block stores its pair into every block's shared memory (one ``st.async`` a receiver, counted by the receiver's
+mbarrier) and waits on its own mbarrier alone, not at a barrier of the whole cluster.
+
+Each block's part of a tile is a [C, TILE] tensor whose row k lives in block k, its columns in 16-byte pieces
+over the threads; its layout is explicit, so the order of a span's additions is the layout's, the same for
+every call of a shape class whatever the view's strides or alignment (a view that cannot take ``cp.async``
+is staged by ordinary loads into the same layout).  The arithmetic is the other paths'
+(:mod:`.arithmetic`, the helpers of :mod:`.triton_code`, which Gluon calls): for fp32 outputs the gap's
+rounding error recovered, libdevice expf, exact sums (``_fixed_point_sums``' integers of 2^-47, here kept
+per thread across a span's tiles) and the product by the float64 factor; for half outputs ``exp`` and the
+correctly rounded reciprocal.  Measured on an H100 and H200 (docs/speed.md).
+"""
+
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon._runtime import constexpr_function
+from triton.experimental.gluon.language.nvidia.ampere import async_copy
+from triton.experimental.gluon.language.nvidia.hopper import async_store, mbarrier
+
+from .arithmetic import HALF_RECIPROCAL, PRECISE
+from .triton_code import FIXED_POINT_ONE, _exp_gap, _rescale, _row_bases
+
+VECTOR_BYTES = 16  # a thread's piece of a row: one 16-byte copy
+
+
+@gluon.jit
+def _row_base(row, size1, size2, stride0, stride1, stride2, ALIGNED: gl.constexpr):
+    """The offset of a row's first element; ALIGNED: a multiple of 16, as the host found every outer stride."""
+    base = _row_bases(row, size1, size2, stride0, stride1, stride2)
+    if ALIGNED:
+        base = gl.multiple_of(base, 16)
+    return base
+
+
+@constexpr_function
+def _blocks_bases(ctas, dim, rank):
+    """The bases of a layout's blocks: block k holds index k of ``dim``."""
+    return [[1 << k if d == dim else 0 for d in range(rank)] for k in range(ctas.bit_length() - 1)]
+
+
+@gluon.jit
+def _span_columns(C: gl.constexpr, SPAN: gl.constexpr, TILE: gl.constexpr, LAYOUT: gl.constexpr,
+                  UNIT: gl.constexpr):
+    """[C, TILE] column indices of a span's first tile: row k, in block k, starts span k.  64-bit unless the
+    columns are contiguous (UNIT), so that a column times a long stride stays exact past 2^31."""
+    part = gl.arange(0, C, layout=gl.SliceLayout(1, LAYOUT))
+    cols = gl.expand_dims(part * SPAN, 1) + gl.expand_dims(gl.arange(0, TILE, layout=gl.SliceLayout(0, LAYOUT)), 0)
+    if not UNIT:
+        cols = cols.to(gl.int64)
+    return cols
+
+
+@gluon.jit
+def _merge_spans(max_a, sum_a, max_b, sum_b):
+    """Two spans' (maximum, sum of exp(x - maximum)) as one: the sums rescaled to the larger maximum (in the
+    sums' precision).  A span of -inf adds 0, not exp(-inf - -inf) = NaN; a NaN sum stays NaN."""
+    top = gl.maximum(max_a, max_b)
+    shift = gl.where(top == -float("inf"), 0.0, top).to(sum_a.dtype)
+    return top, sum_a * gl.exp(max_a.to(sum_a.dtype) - shift) + sum_b * gl.exp(max_b.to(sum_b.dtype) - shift)
+
+
+@gluon.jit
+def _mailbox(C: gl.constexpr, PRECISE_SUMS: gl.constexpr):
+    """A block's mbarrier for the C (maximum, sum) pairs its cluster posts to it, expecting their bytes: set up
+    before the loads, so that the barrier across the cluster that follows its init (the compiler's) waits on
+    blocks that have just started, not on their loads."""
+    boxes: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [2, 1, 0], _blocks_bases(C, 0, 3))
+    pairs = gl.allocate_shared_memory(gl.float64 if PRECISE_SUMS else gl.float32, [C, C, 2], boxes)
+    arrived = mbarrier.allocate_mbarrier()
+    mbarrier.init(arrived, count=1)
+    mbarrier.expect(arrived, C * 2 * (8 if PRECISE_SUMS else 4))
+    return pairs, arrived
+
+
+@gluon.jit
+def _posted_pairs(part_max, part_sum, mailbox, C: gl.constexpr, LAYOUT: gl.constexpr):
+    """The row's maximum and sum from the blocks' pairs: each block stores its pair into slot j of every block's
+    [C, 2] buffer (j its own index) with one ``st.async``, then reads its own buffer once its mbarrier has counted
+    the bytes of all C pairs, and merges them in the order of j.  Returned as [C], block k holding element k."""
+    W: gl.constexpr = gl.num_warps()
+    senders: gl.constexpr = gl.BlockedLayout([1, 1, 2], [32, 1, 1], [W, 1, 1], [2, 0, 1], _blocks_bases(C, 1, 3))
+    receivers: gl.constexpr = gl.BlockedLayout([1, 1, 2], [1, 32, 1], [1, W, 1], [2, 1, 0], _blocks_bases(C, 0, 3))
+    pairs, arrived = mailbox
+    mine = gl.join(part_max.to(part_sum.dtype), part_sum)  # [C, 2]: block k's pair at k
+    posted = gl.expand_dims(gl.convert_layout(mine, gl.SliceLayout(0, senders)), 0)
+    async_store(pairs, posted + gl.zeros([C, C, 2], part_sum.dtype, layout=senders), arrived)  # (i, j): j's, to i
+    mbarrier.wait(arrived, 0)
+    maxima, sums = gl.split(pairs.load(receivers))
+    row_max, total = gl.reduce((maxima.to(gl.float32), sums), 1, _merge_spans)
+    return (gl.convert_layout(row_max, gl.SliceLayout(1, LAYOUT)),
+            gl.convert_layout(total, gl.SliceLayout(1, LAYOUT)))
+
+
+@gluon.jit
+def _times_float64(e, factor):
+    """e times a float64 factor: the factor in two fp32 parts, e stays fp32."""
+    high = factor.to(gl.float32)
+    low = (factor - high.to(gl.float64)).to(gl.float32)
+    return gl.fma(e, high, e * low)
+
+
+@gluon.jit
+def _staged_tile(staged, t: gl.constexpr, cols, n_cols, TILE: gl.constexpr, LAYOUT: gl.constexpr):
+    """Tile t of the block's staged span, in fp32, -inf past the row's end."""
+    return gl.where((cols + t * TILE) < n_cols, staged.index(t).load(LAYOUT).to(gl.float32), -float("inf"))
+
+
+@gluon.jit(do_not_specialize=["size1", "size2", "xs0", "xs1", "xs2", "ys0", "ys1", "ys2"])
+def cluster_kernel(y_ptr, x_ptr, n_cols, size1, size2, xs0, xs1, xs2, xsd, ys0, ys1, ys2, ysd,
+                   C: gl.constexpr, SPAN: gl.constexpr, TILE: gl.constexpr, LAYOUT: gl.constexpr,
+                   ARITH: gl.constexpr, ALIGNED: gl.constexpr, UNIT: gl.constexpr, ASYNC: gl.constexpr):
+    """A row a cluster of C blocks (the grid: a cluster a row).  ASYNC: the span staged by ``cp.async`` (unit
+    column stride, rows and row length in 16-byte units); else by ordinary loads into the same layout."""
+    gl.static_assert(ARITH == PRECISE or ARITH == HALF_RECIPROCAL, "the cluster path computes as CUDA's fp32 or half")
+    gl.static_assert(ARITH != PRECISE or SPAN <= 32768, "a span's fixed-point sum must fit 63 bits")
+    PRECISE_SUMS: gl.constexpr = ARITH == PRECISE
+    TILES: gl.constexpr = SPAN // TILE
+    mailbox = _mailbox(C, PRECISE_SUMS)
+    staged = gl.allocate_shared_memory(x_ptr.dtype.element_ty, [TILES, C, TILE],
+                                       gl.SwizzledSharedLayout(1, 1, 1, [1, 0], _blocks_bases(C, 0, 2)))
+    row = gl.program_id(0).to(gl.int64)
+    cols = _span_columns(C, SPAN, TILE, LAYOUT, UNIT)
+    x_row = x_ptr + _row_base(row, size1, size2, xs0, xs1, xs2, ALIGNED)
+    for t in gl.static_range(TILES):
+        inside = (cols + t * TILE) < n_cols
+        if ASYNC:  # a copy group a tile, all in flight together
+            async_copy.async_load(staged.index(t), x_row + (cols + t * TILE) * xsd, mask=inside)
+            async_copy.commit_group()
+        else:
+            staged.index(t).store(gl.load(x_row + (cols + t * TILE) * xsd, mask=inside))
+    # Maxima and sums run elementwise over the tiles, reduced across the block's threads once.
+    top = gl.full([C, TILE], -float("inf"), gl.float32, layout=LAYOUT)
+    for t in gl.static_range(TILES):
+        if ASYNC:
+            async_copy.wait_group(TILES - 1 - t)
+        top = gl.maximum(top, _staged_tile(staged, t, cols, n_cols, TILE, LAYOUT))
+    part_max = gl.max(top, axis=1)
+    # A span of -inf sums exp(-inf - 0) = 0 rather than exp(-inf - -inf) = NaN.
+    part_shift = gl.expand_dims(gl.where(part_max == -float("inf"), 0.0, part_max), 1)
+    floats = gl.zeros([C, TILE], gl.float32, layout=LAYOUT)
+    fixed = gl.zeros([C, TILE], gl.int64, layout=LAYOUT)
+    for t in gl.static_range(TILES):
+        e = _exp_gap(_staged_tile(staged, t, cols, n_cols, TILE, LAYOUT), part_shift, ARITH)
+        floats += e  # for an fp32 output, only to keep a NaN the integers lose
+        if PRECISE_SUMS:
+            fixed += (e * FIXED_POINT_ONE).to(gl.int64)
+        if x_ptr.dtype.element_ty == gl.float32:
+            staged.index(t).store(e)
+    if PRECISE_SUMS:
+        part_sum = gl.sum(fixed, axis=1).to(gl.float64) * (1.0 / FIXED_POINT_ONE)
+        nan_check = gl.sum(floats, axis=1)
+        part_sum = gl.where(nan_check == nan_check, part_sum, float("nan"))
+    else:
+        part_sum = gl.sum(floats, axis=1)
+    row_max, total = _posted_pairs(part_max, part_sum, mailbox, C, LAYOUT)
+    shift = gl.where(row_max == -float("inf"), 0.0, row_max)
+    # A row of -inf: its sum is 0 and its outputs 0 * (1 / 0), NaN, as torch's.
+    if PRECISE_SUMS:
+        factor = gl.expand_dims(_rescale(part_max, shift, ARITH) / total, 1)
+    else:
+        factor = gl.expand_dims(_rescale(part_max, shift, ARITH) * gl.div_rn(1.0, total), 1)
+    y_row = y_ptr + _row_base(row, size1, size2, ys0, ys1, ys2, ALIGNED)
+    for t in gl.static_range(TILES):
+        if x_ptr.dtype.element_ty == gl.float32:
+            e = staged.index(t).load(LAYOUT)
+        else:
+            e = _exp_gap(_staged_tile(staged, t, cols, n_cols, TILE, LAYOUT), part_shift, ARITH)
+        if PRECISE_SUMS:
+            y = _times_float64(e, factor)
+        else:
+            y = e * factor
+        gl.store(y_row + (cols + t * TILE) * ysd, y.to(y_ptr.dtype.element_ty), mask=(cols + t * TILE) < n_cols)
+
+
+def cluster_layout(ctas: int, warps: int, element_size: int) -> gl.BlockedLayout:
+    """[C, columns] over a cluster of ``ctas`` blocks of ``warps`` warps: block k holds row k, its columns in
+    16-byte pieces, consecutive threads on consecutive pieces."""
+    cga = [[1 << k, 0] for k in range(ctas.bit_length() - 1)]
+    return gl.BlockedLayout([1, VECTOR_BYTES // element_size], [1, 32], [1, warps], [1, 0], cga)
+
+
+def launch_cluster(y, x, n_rows: int, n_cols: int, sizes, xs, ys, xsd: int, ysd: int, *, ctas: int, span: int,
+                   tile: int, num_warps: int, arith: int, aligned: bool) -> None:
+    """Launch cluster_kernel over the rows of x, a cluster a row (``sizes`` and the strides ``xs``, ``ys``: the
+    merged dims that index the rows, as ``layout.row_layout`` gives them; ``aligned``: every outer stride a
+    multiple of 16)."""
+    unit = xsd == 1 and ysd == 1
+    copies = unit and aligned and n_cols % 16 == 0 and x.data_ptr() % VECTOR_BYTES == 0
+    cluster_kernel[(n_rows,)](y, x, n_cols, sizes[1], sizes[2], *xs, xsd, *ys, ysd, C=ctas, SPAN=span, TILE=tile,
+                              LAYOUT=cluster_layout(ctas, num_warps, x.element_size()), ARITH=arith,
+                              ALIGNED=aligned, UNIT=unit, ASYNC=copies, num_warps=num_warps, num_ctas=ctas)
+
