@@ -22,7 +22,7 @@ import triton
 from oracles.formats import FP32
 
 WIDTHS = [128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536]
-LONG_ROWS = [1 << 18, 1 << 20]
+LONG_ROWS = [1 << 17, 1 << 18, 1 << 19, 1 << 20]
 M = 4096  # rows of each width; long rows fill LONG_ROW_ELEMENTS
 LONG_ROW_ELEMENTS = 1 << 26
 # Inputs rotate through copies filling this many L2 caches: a copy is out of L2 when read again.

@@ -2,10 +2,10 @@
 
 Needs Triton 3.9 or later (Gluon's cluster layouts) and a CUDA card of sm_90 or later.  For fp32 and bf16 rows
 of 2^15 to 2^20 (the bench's shapes, ``bench/bandwidth_method.py``), it times a copy, torch.softmax,
-full_softmax, QuACK where it imports, and the two cluster kernels of ``bench/cluster_kernels.py`` in every
-setting that fits (a span held in registers at 16 to 64 elements a thread; a span reread in tiles), each checked
-against the float64 softmax of its first rows (fp32: the largest error in ulps).  Prints a line per row length
-and writes ``--out`` (JSON).
+full_softmax, QuACK where it imports, and the three cluster kernels of ``bench/cluster_kernels.py`` in every
+setting that fits (a span held in registers at 16 to 128 elements a thread; a span reread in tiles; a span staged
+in shared memory in 1 to 64 tiles), each checked against the float64 softmax of its first rows (fp32: the largest
+error in ulps).  Prints a line per row length and writes ``--out`` (JSON).
 
     python bench/cluster_sweep.py --out sweep.json
     python bench/cluster_sweep.py --compile-only   # any machine with Triton 3.9: compile for sm_90, show the exchange
@@ -27,12 +27,14 @@ import triton
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.bandwidth_method import card, logits, max_ulps, rotation, time_ms  # noqa: E402
-from bench.cluster_kernels import (VECTOR_BYTES, cluster_layout, exchange_of, held_kernel, launch,  # noqa: E402
-                                   reread_kernel)
+from bench.cluster_kernels import exchange_of, held_kernel, launch, reread_kernel  # noqa: E402
+from kernels.full_softmax.arithmetic import HALF_RECIPROCAL, PRECISE  # noqa: E402
+from kernels.full_softmax.cluster_code import VECTOR_BYTES, cluster_kernel, cluster_layout  # noqa: E402
 from kernels import peers  # noqa: E402
 from kernels.full_softmax import softmax as full_softmax  # noqa: E402
 
 LENGTHS = [1 << k for k in range(15, 21)]
+STAGED_BYTES = 200 * 1024  # a block's span in shared memory: of the H100's 227 KB a block, room for the rest
 ELEMENTS = 1 << 26  # rows of a length: this many elements in all, at least 2048 rows of the shorter
 
 
@@ -41,19 +43,27 @@ def rows_of(n: int) -> int:
 
 
 def settings(n: int, element_size: int) -> list[tuple]:
-    """("held", C, warps, None) at 16 to 64 elements a thread; ("reread", 16, warps, tile) for rows of 2^19 and more;
-    each also with "-merged" and "-posted" exchanges (bench/cluster_kernels.py)."""
+    """("held", C, warps, None) at 16 to 128 elements a thread; ("reread", 16, warps, tile) for rows of 2^19 and more;
+    each also with "-merged" and "-posted" exchanges (bench/cluster_kernels.py); ("staged-posted", C, warps, tile)
+    where a block's span fits its shared memory in 1 to 64 tiles."""
     vector = VECTOR_BYTES // element_size
     found = []
     for ctas in (1, 2, 4, 8, 16):
         for warps in (4, 8, 16, 32):
-            if max(16, vector) <= n // (ctas * warps * 32) <= 64:
+            if max(16, vector) <= n // (ctas * warps * 32) <= 128:
                 found.append(("held", ctas, warps, None))
     if n >= 1 << 19:
         for warps in (4, 8, 16):
             for pieces in (1, 4):
                 found.append(("reread", 16, warps, warps * 32 * vector * pieces))
-    return found + [(f"{kind}-{exchange}", *rest) for exchange in ("merged", "posted") for kind, *rest in found]
+    found += [(f"{kind}-{exchange}", *rest) for exchange in ("merged", "posted") for kind, *rest in found]
+    for ctas in (2, 4, 8, 16):
+        for warps in (4, 8, 16):
+            for pieces in (1, 2):
+                tile = warps * 32 * vector * pieces
+                if n // ctas * element_size <= STAGED_BYTES and 1 <= n // (ctas * tile) <= 64:
+                    found.append(("staged-posted", ctas, warps, tile))
+    return found
 
 
 def compile_one(job: tuple) -> str:
@@ -68,9 +78,27 @@ def compile_one(job: tuple) -> str:
         return f"{type(error).__name__}: {str(error).splitlines()[-1][:200] if str(error) else ''}"
 
 
+KERNELS = {"held": held_kernel, "reread": reread_kernel, "staged": cluster_kernel}
 CLUSTER_CODE = ("barrier.cluster.arrive", "shared::cluster", ".reqnctapercluster")  # PTX of the exchange
 SIGNATURE = {"y_ptr": None, "x_ptr": None, "n_cols": "i32", "size1": "i64", "size2": "i64", "xs0": "i64",
-             "xs1": "i64", "xs2": "i64", "ys0": "i64", "ys1": "i64", "ys2": "i64"}
+             "xs1": "i64", "xs2": "i64", "xsd": "i64", "ys0": "i64", "ys1": "i64", "ys2": "i64", "ysd": "i64"}
+COMPILED = [(("held", 16, 8, None), "fp32"), (("reread", 16, 8, 2048), "bf16"), (("held-merged", 16, 8, None), "fp32"),
+            (("held-posted", 16, 8, None), "fp32"), (("reread-posted", 16, 8, 2048), "bf16"),
+            (("staged-posted", 16, 8, 2048), "fp32"), (("staged-posted", 16, 4, 2048), "bf16"),
+            (("staged-posted", 16, 4, 2048), "bf16-strided")]  # the last: staged by loads, not cp.async
+
+
+def constants_of(setting: tuple, dtype: str) -> dict:
+    """The constexprs of a setting's kernel for rows of 2^18 of ``dtype`` ("bf16-strided": columns of any stride)."""
+    kind, ctas, warps, tile = setting
+    element_size = 4 if dtype == "fp32" else 2
+    unit = not dtype.endswith("strided")
+    constants = {"C": ctas, "SPAN": (1 << 18) // ctas, "LAYOUT": cluster_layout(ctas, warps, element_size),
+                 "ALIGNED": True, "UNIT": unit} | ({"xsd": 1, "ysd": 1} if unit else {})
+    if kind == "staged-posted":
+        return constants | {"TILE": tile, "ARITH": (PRECISE if dtype == "fp32" else HALF_RECIPROCAL).value,
+                            "ASYNC": unit}
+    return constants | {"PRECISE": dtype == "fp32", "EXCHANGE": exchange_of(kind)} | ({"TILE": tile} if tile else {})
 
 
 def compile_only() -> bool:
@@ -79,22 +107,19 @@ def compile_only() -> bool:
     from triton.experimental.gluon._runtime import GluonASTSource
 
     complete = True
-    for setting, dtype in [(("held", 16, 8, None), "fp32"), (("reread", 16, 8, 2048), "bf16"),
-                           (("held-merged", 16, 8, None), "fp32"), (("held-posted", 16, 8, None), "fp32"),
-                           (("reread-posted", 16, 8, 2048), "bf16")]:
-        kind, ctas, warps, tile = setting
-        constants = {"C": ctas, "SPAN": 1 << 14, "LAYOUT": cluster_layout(ctas, warps, 4 if dtype == "fp32" else 8),
-                     "PRECISE": dtype == "fp32", "ALIGNED": True, "UNIT": True, "EXCHANGE": exchange_of(kind),
-                     "xsd": 1, "ysd": 1}
-        if tile:
-            constants["TILE"] = tile
-        signature = dict(SIGNATURE, y_ptr=f"*{dtype}", x_ptr=f"*{dtype}", **{name: "constexpr" for name in constants})
-        source = GluonASTSource(fn=held_kernel if kind.startswith("held") else reread_kernel, signature=signature,
-                                constexprs=constants)
+    for setting, dtype in COMPILED:
+        kind, ctas, warps, _ = setting
+        constants = constants_of(setting, dtype)
+        pointer = f"*{dtype.partition('-')[0]}"
+        signature = dict(SIGNATURE, y_ptr=pointer, x_ptr=pointer, **{name: "constexpr" for name in constants})
+        # The pointers and the row length specialised as multiples of 16, as a launch of the sweep's rows finds them.
+        source = GluonASTSource(fn=KERNELS[kind.partition("-")[0]], signature=signature, constexprs=constants,
+                                attrs={(index,): [["tt.divisibility", 16]] for index in (0, 1, 2)})
         ptx = triton.compile(source, target=GPUTarget("cuda", 90, 32),
                              options={"num_warps": warps, "num_ctas": ctas}).asm["ptx"]
-        found = {code: ptx.count(code) for code in CLUSTER_CODE}
-        complete &= all(found.values())
+        found = {code: ptx.count(code) for code in CLUSTER_CODE + ("cp.async.cg",)}
+        complete &= all(found[code] for code in CLUSTER_CODE) and (found["cp.async.cg"] > 0) == (
+            kind.startswith("staged") and not dtype.endswith("strided"))
         print(f"{kind} {dtype} {ctas} blocks x {warps} warps: compiled for sm_90; cluster code {found}", flush=True)
     return complete
 
@@ -110,6 +135,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("cluster_sweep.json"))
     parser.add_argument("--lengths", type=int, nargs="*", default=LENGTHS)
+    parser.add_argument("--kinds", nargs="*", help="time only these kinds of setting (held, reread-posted, ...)")
     parser.add_argument("--workers", type=int, default=min(16, os.cpu_count() or 1))
     parser.add_argument("--compile-only", action="store_true", help="compile for sm_90 without a GPU")
     args = parser.parse_args()
@@ -127,7 +153,7 @@ def main() -> None:
         print(f"QuACK not timed: {type(error).__name__}: {error}", flush=True)
     print(json.dumps(card()), flush=True)
     jobs = [(n, dtype, s) for dtype in (torch.float32, torch.bfloat16) for n in args.lengths
-            for s in settings(n, torch.finfo(dtype).bits // 8)]
+            for s in settings(n, torch.finfo(dtype).bits // 8) if not args.kinds or s[0] in args.kinds]
     torch.multiprocessing.set_start_method("spawn", force=True)
     with ProcessPoolExecutor(args.workers) as pool:
         compiled = dict(zip(jobs, pool.map(compile_one, jobs)))
@@ -143,7 +169,7 @@ def main() -> None:
                          "full_softmax": lambda t: full_softmax(t, -1)}
             if quack and n <= quack[1]:
                 providers["quack"] = quack[0]
-            tried = settings(n, x.element_size())
+            tried = [s for s in settings(n, x.element_size()) if not args.kinds or s[0] in args.kinds]
             for s in tried:
                 if not compiled[(n, dtype, s)]:
                     providers[s] = (lambda s: lambda t: _run(s, t))(s)
