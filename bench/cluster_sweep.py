@@ -135,7 +135,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("cluster_sweep.json"))
     parser.add_argument("--lengths", type=int, nargs="*", default=LENGTHS)
-    parser.add_argument("--kinds", nargs="*", help="time only these kinds of setting (held, reread-posted, ...)")
+    parser.add_argument("--kinds", nargs="*", help="time only these kinds of setting (held, reread-posted, "
+                        "staged-posted, ...; none: full_softmax and its peers alone)")
     parser.add_argument("--workers", type=int, default=min(16, os.cpu_count() or 1))
     parser.add_argument("--compile-only", action="store_true", help="compile for sm_90 without a GPU")
     args = parser.parse_args()

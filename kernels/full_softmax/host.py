@@ -42,12 +42,16 @@ def plan(shape: tuple[int, ...], dim: int, device: torch.device, element_size: i
 
 @functools.cache
 def cluster_card(device: torch.device) -> ClusterCard | None:
-    """The card's shared memory and largest cluster, where the cluster path runs (sm_90 and later, Triton 3.9 and
-    later); else None.  Clusters of 16 blocks are sm_90's and sm_100's; 8 any other card's."""
-    major = torch.cuda.get_device_capability(device)[0]
-    if not HAS_CLUSTER_LAYOUTS or major < 9:
+    """The card's shared memory and largest cluster, where the cluster path runs (NVIDIA sm_90 and later, Triton 3.9
+    and later, a torch that reports an SM's shared memory); else None.  Clusters of 16 blocks are sm_90's and
+    sm_100's; 8 any other card's.  ROCm's torch reports AMD cards as "cuda" devices, with capabilities of their
+    own: no cluster path there."""
+    if not HAS_CLUSTER_LAYOUTS or torch.version.hip:
         return None
-    shared = torch.cuda.get_device_properties(device).shared_memory_per_multiprocessor
+    major = torch.cuda.get_device_capability(device)[0]
+    shared = getattr(torch.cuda.get_device_properties(device), "shared_memory_per_multiprocessor", None)
+    if major < 9 or not shared:
+        return None
     return ClusterCard(shared, 16 if major in (9, 10) else 8)
 
 

@@ -60,7 +60,7 @@ def fake_cards(monkeypatch, tmp_path):
     monkeypatch.setattr(tuned_plans, "TABLES_DIR", tmp_path)
     monkeypatch.setattr(tuned_plans, "TABLES", {})
 
-    def name(new: str, capability: tuple[int, int] = (8, 0), shared: int = 164 * 1024) -> None:
+    def name(new: str, capability: tuple[int, int] = (8, 0), shared: int | None = 164 * 1024) -> None:
         card.update(name=new, capability=capability, shared=shared)
         for cache in caches:
             cache.cache_clear()
@@ -167,10 +167,16 @@ def test_rows_the_cluster_path_does_not_take_keep_their_plans(cluster_card, n, e
     assert plan == gpu_plan(n, 7, 132, element_size, masked)
 
 
-def test_the_cluster_path_needs_cluster_layouts_and_sm_90(cluster_card, monkeypatch):
+def test_the_cluster_path_needs_cluster_layouts_an_nvidia_sm_90_and_its_shared_memory(cluster_card, monkeypatch):
     assert host.plan((7, 65536), 1, CUDA, 4).path == "cluster"
     cluster_card(CARD, (8, 6), HOPPER_SHARED)
     assert host.plan((7, 65536), 1, CUDA, 4) == gpu_plan(65536, 7, 132, 4)
+    cluster_card(CARD, (9, 0), None)  # a torch that does not report it
+    assert host.plan((7, 65536), 1, CUDA, 4) == gpu_plan(65536, 7, 132, 4)
+    monkeypatch.setattr(torch.version, "hip", "6.4")  # ROCm: an MI300 reports capability (9, 4)
+    cluster_card(CARD, (9, 4), 64 * 1024)
+    assert host.plan((7, 65536), 1, CUDA, 4) == gpu_plan(65536, 7, 132, 4)
+    monkeypatch.setattr(torch.version, "hip", None)
     monkeypatch.setattr(host, "HAS_CLUSTER_LAYOUTS", False)
     cluster_card(CARD, (9, 0), HOPPER_SHARED)
     assert host.plan((7, 65536), 1, CUDA, 4) == gpu_plan(65536, 7, 132, 4)
