@@ -24,6 +24,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import torch
+import triton
 
 from kernels.full_softmax import host
 from kernels.full_softmax.arithmetic import ARITHMETIC_NAMES, arithmetic
@@ -89,7 +90,7 @@ CAPABILITIES = Capabilities.extending(
     out_dtype=True,
     # The interpreter: one pass -> chunked -> split; Ascend: one pass -> chunked; CUDA: one pass ->
     # chunked in fp32 (masked rows first) and in half, chunked -> split in fp32; on Hopper with Triton 3.9, one
-    # pass -> cluster, cluster -> split in fp32.
+    # pass -> cluster, cluster -> split in fp32 (in half at 2^19, past the suite's longest CUDA row).
     path_boundaries={"cpu": (INTERPRETER_BLOCK, 2 * INTERPRETER_BLOCK), "npu": (largest_block(interpret=False),),
                      "cuda": (GPU_MASKED_ROW_BYTES // 4, GPU_ROW_ELEMENTS, GPU_CHUNKED_ROW_BYTES // 4,
                               longest_cluster_row(HOPPER_CLUSTERS, 4))},
@@ -103,12 +104,18 @@ def reduction(p: Plan, n: int, kind: str) -> Reduction:
     """The tree in which a plan sums a row of n: one block, or blocks folded with rescales.
 
     A split row's spans are added in the write kernel, in more warps than the statistics kernel's
-    num_warps: counted over the fewer threads, their tree is at least as deep.  A cluster's blocks sum
-    their spans' tiles each (as chunks, without the rescales), then meet as a split row's spans do
-    (``splits``, its blocks).
+    num_warps: counted over the fewer threads, their tree is at least as deep.  A cluster's blocks each
+    sum every tile of their span, padding included (counted as chunks), then meet as a split row's spans
+    do (``splits``, its blocks); the rescales the model counts between chunks, which the cluster path
+    does not do, exceed the ones it does (log2 of its blocks in their meeting, and the factor that
+    brings a block's exps to the row's maximum, an exp and a product each).
     """
+    if p.path == "cluster":
+        chunks = triton.next_power_of_2(n) // (p.block * p.splits)
+    else:
+        chunks = 1 if p.path == "single" else p.chunks(n)
     return Reduction(kind, num_warps=p.num_warps, rows=p.rows, block=None if p.path == "single" else p.block,
-                     chunks=1 if p.path == "single" else p.chunks(n), spans=p.splits)
+                     chunks=chunks, spans=p.splits)
 
 
 def precision(call: Call) -> PrecisionProfile:

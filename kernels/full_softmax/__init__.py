@@ -1,7 +1,7 @@
 """A full-domain Triton softmax: any rank, dim and strides, rows of any length, log and masked variants.
 
 * :mod:`.triton_code`: the Triton kernels (one pass, chunked, split rows) and their helpers;
-* :mod:`.cluster_code`: long rows over a thread-block cluster, in Gluon (Triton 3.9 and sm_90 on);
+* :mod:`.cluster_code`: long rows over a thread-block cluster, in Gluon (Triton 3.9 on, sm_90 and sm_100);
 * :mod:`.arithmetic`: how a call computes (float64, fp32 with the gap's error recovered, half);
 * :mod:`.plan`, :mod:`.cuda_plan`, :mod:`.buffer_plan`: the launch plans, per device, with their constants;
 * :mod:`.tuned_plans`: the launch settings tuned on a card, from its committed table (``tuned/``);

@@ -1,4 +1,4 @@
-"""full_softmax's cluster path, in Gluon (Triton 3.9 and later, NVIDIA sm_90 and later): a long row over a
+"""full_softmax's cluster path, in Gluon (Triton 3.9 and later, NVIDIA sm_90 and sm_100): a long row over a
 thread-block cluster, read from memory once and written once, as a copy is.
 
 A row takes a cluster of C blocks, block k its span k of SPAN columns.  Each block copies its span into its
@@ -17,7 +17,7 @@ is staged by ordinary loads into the same layout).  The arithmetic is the other 
 (:mod:`.arithmetic`, the helpers of :mod:`.triton_code`, which Gluon calls): for fp32 outputs the gap's
 rounding error recovered, libdevice expf, exact sums (``_fixed_point_sums``' integers of 2^-47, here kept
 per thread across a span's tiles) and the product by the float64 factor; for half outputs ``exp`` and the
-correctly rounded reciprocal.  Measured on an H100 and H200 (docs/speed.md).
+correctly rounded reciprocal.  Measured on an H100 (docs/speed.md).
 """
 
 from triton.experimental import gluon

@@ -44,7 +44,7 @@ GPU_SPLIT_SPAN = 4096
 GPU_SPLIT_STATS_WARPS = 4
 GPU_SPLIT_WRITE_WARPS = 8
 GPU_MAX_WARPS = 32  # a CUDA block's 1024 threads
-# The cluster path (cluster_code.py: Triton 3.9 and later, sm_90 and later), for rows longer than GPU_ROW_ELEMENTS:
+# The cluster path (cluster_code.py: Triton 3.9 and later, sm_90 and sm_100), for rows longer than GPU_ROW_ELEMENTS:
 # a row over a cluster of blocks, each staging its span in shared memory.  Its settings follow from the card
 # (ClusterCard), each constant measured on an H100 (docs/speed.md):
 GPU_CLUSTER_SPANS_PER_SM = 3  # spans as long as this many share an SM's shared memory (a power of two of bytes;

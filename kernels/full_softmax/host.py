@@ -20,6 +20,7 @@ from .triton_code import rows_kernel, split_stats_kernel, split_write_kernel
 from .tuned_plans import card_plans
 
 LIMITS = InputLimits(dtypes=HALF_AND_SINGLE)  # any rank, dim, strides and row length
+CLUSTER_MAJORS = (9, 10)  # the compute capabilities whose rows may take the cluster path (cluster_card)
 
 
 @functools.lru_cache(maxsize=4096)  # a pure function of its arguments, and on every call's path
@@ -42,17 +43,17 @@ def plan(shape: tuple[int, ...], dim: int, device: torch.device, element_size: i
 
 @functools.cache
 def cluster_card(device: torch.device) -> ClusterCard | None:
-    """The card's shared memory and largest cluster, where the cluster path runs (NVIDIA sm_90 and later, Triton 3.9
-    and later, a torch that reports an SM's shared memory); else None.  Clusters of 16 blocks are sm_90's and
-    sm_100's; 8 any other card's.  ROCm's torch reports AMD cards as "cuda" devices, with capabilities of their
-    own: no cluster path there."""
+    """The card's shared memory and largest cluster (16 blocks), where the cluster path runs: NVIDIA's sm_90 and
+    sm_100 families (Triton 3.9 lowers no ``st.async`` for sm_120's), Triton 3.9 and later, a torch that reports
+    an SM's shared memory; else None.  ROCm's torch reports AMD cards as "cuda" devices, with capabilities of
+    their own: no cluster path there."""
     if not HAS_CLUSTER_LAYOUTS or torch.version.hip:
         return None
     major = torch.cuda.get_device_capability(device)[0]
     shared = getattr(torch.cuda.get_device_properties(device), "shared_memory_per_multiprocessor", None)
-    if major < 9 or not shared:
+    if major not in CLUSTER_MAJORS or not shared:
         return None
-    return ClusterCard(shared, 16 if major in (9, 10) else 8)
+    return ClusterCard(shared, 16)
 
 
 def _run(x: torch.Tensor, dim: int, *, log: bool, mask: torch.Tensor | None,

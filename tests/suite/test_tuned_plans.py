@@ -182,15 +182,21 @@ def test_the_cluster_path_needs_cluster_layouts_an_nvidia_sm_90_and_its_shared_m
     assert host.plan((7, 65536), 1, CUDA, 4) == gpu_plan(65536, 7, 132, 4)
 
 
-def test_the_cluster_settings_follow_the_cards_shared_memory_and_cluster_size(cluster_card):
-    """A card of 100 KB an SM and clusters of 8 (sm_120): spans of 32 KB, and no cluster path for rows whose spans
-    would pass a third of it."""
-    cluster_card(CARD, (12, 0), 100 * 1024)
-    assert host.plan((7, 65536), 1, CUDA, 4) == Plan("cluster", 512, 1, 2, splits=8, programs=7)
-    assert host.plan((7, 1 << 16), 1, CUDA, 2) == Plan("cluster", 2048, 1, 4, splits=4, programs=7)
-    assert host.plan((7, 1 << 18), 1, CUDA, 4).path == "split"
-    assert longest_cluster_row(ClusterCard(100 * 1024, 8), 4) == 65536
+def test_the_cluster_settings_follow_the_cards_shared_memory_and_cluster_size():
+    """A card of 100 KB an SM and clusters of 8: spans of 32 KB, and no cluster path for rows whose spans would
+    pass a third of it."""
+    small = ClusterCard(100 * 1024, 8)
+    assert gpu_plan(65536, 7, 132, 4, clusters=small) == Plan("cluster", 512, 1, 2, splits=8, programs=7)
+    assert gpu_plan(1 << 16, 7, 132, 2, clusters=small) == Plan("cluster", 2048, 1, 4, splits=4, programs=7)
+    assert gpu_plan(1 << 18, 7, 132, 4, clusters=small).path == "split"
+    assert longest_cluster_row(small, 4) == 65536
     assert longest_cluster_row(HOPPER_CLUSTERS, 4) == 1 << 18 and longest_cluster_row(HOPPER_CLUSTERS, 2) == 1 << 19
+
+
+def test_an_sm_120_card_keeps_the_paths_without_clusters(cluster_card):
+    """Triton 3.9 lowers no st.async (the blocks' exchange) for sm_120 and sm_121: their long rows stay chunked."""
+    cluster_card(CARD, (12, 0), 100 * 1024)
+    assert host.plan((7, 65536), 1, CUDA, 4) == gpu_plan(65536, 7, 132, 4)
 
 
 def test_a_cluster_plan_depends_on_the_row_length_not_the_row_count(cluster_card):
@@ -200,11 +206,14 @@ def test_a_cluster_plan_depends_on_the_row_length_not_the_row_count(cluster_card
         assert len(settings) == 1 and settings.pop()[0] == "cluster", plans
 
 
-def test_the_precision_model_of_a_cluster_row_sums_its_blocks_spans_then_meets_them(cluster_card):
-    x = types.SimpleNamespace(shape=(4, 1 << 18), device=CUDA, dtype=torch.float32, element_size=lambda: 4)
+@pytest.mark.parametrize("n, dtype, sums", [
+    (1 << 18, torch.float32, (1024, 16, 16, 4)),  # 16 blocks of 16384 columns, each 16 tiles of 1024 in 4 warps
+    (32769, torch.bfloat16, (4096, 8, 2, 8))],  # 2 blocks of 32768, the second all but one padding: 8 tiles each
+    ids=str)
+def test_the_precision_model_of_a_cluster_row_sums_its_blocks_spans_then_meets_them(cluster_card, n, dtype, sums):
+    x = types.SimpleNamespace(shape=(4, n), device=CUDA, dtype=dtype, element_size=lambda: dtype.itemsize)
     reduction = full_softmax_record.precision(Call(x, -1, SOFTMAX, "cuda")).reduction
-    # 16 blocks of 16384 columns, each summing 16 tiles of 1024 in 4 warps.
-    assert (reduction.block, reduction.chunks, reduction.spans, reduction.num_warps) == (1024, 16, 16, 4)
+    assert (reduction.block, reduction.chunks, reduction.spans, reduction.num_warps) == sums
 
 
 MALFORMED = {
