@@ -32,8 +32,8 @@ from triton.experimental.gluon._runtime import constexpr_function
 
 from kernels.full_softmax.arithmetic import HALF_RECIPROCAL, PRECISE as PRECISE_ARITH, arithmetic
 from kernels.full_softmax.cluster_code import (_mailbox, _merge_spans, _posted_pairs, _row_base, _span_columns,
-                                               _times_float64, cluster_layout, launch_cluster)
-from kernels.full_softmax.triton_code import _exp_gap, _rescale
+                                               cluster_layout, launch_cluster)
+from kernels.full_softmax.triton_code import _exp_gap, _rescale, _times_float64
 
 
 @constexpr_function

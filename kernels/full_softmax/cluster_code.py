@@ -27,7 +27,7 @@ from triton.experimental.gluon.language.nvidia.ampere import async_copy
 from triton.experimental.gluon.language.nvidia.hopper import async_store, mbarrier
 
 from .arithmetic import HALF_RECIPROCAL, PRECISE
-from .triton_code import FIXED_POINT_ONE, _exp_gap, _rescale, _row_bases
+from .triton_code import FIXED_POINT_ONE, _exp_gap, _rescale, _row_bases, _times_float64
 
 VECTOR_BYTES = 16  # a thread's piece of a row: one 16-byte copy
 
@@ -98,14 +98,6 @@ def _posted_pairs(part_max, part_sum, mailbox, C: gl.constexpr, LAYOUT: gl.const
     row_max, total = gl.reduce((maxima.to(gl.float32), sums), 1, _merge_spans)
     return (gl.convert_layout(row_max, gl.SliceLayout(1, LAYOUT)),
             gl.convert_layout(total, gl.SliceLayout(1, LAYOUT)))
-
-
-@gluon.jit
-def _times_float64(e, factor):
-    """e times a float64 factor: the factor in two fp32 parts, e stays fp32."""
-    high = factor.to(gl.float32)
-    low = (factor - high.to(gl.float64)).to(gl.float32)
-    return gl.fma(e, high, e * low)
 
 
 @gluon.jit

@@ -90,12 +90,7 @@ def _finish(x, e, row_max, total, LOG: tl.constexpr, MASKED: tl.constexpr, ARITH
             y = (gap - tl.log(total[:, None])) + error
     else:
         if ARITH == PRECISE:
-            # e times the float64 reciprocal, split into two fp32 parts: as exact as the float64
-            # product (both err by 2^-48 of y before the final rounding), and e stays fp32.
-            reciprocal = (1.0 / total.to(tl.float64))[:, None]
-            high = reciprocal.to(tl.float32)
-            low = (reciprocal - high.to(tl.float64)).to(tl.float32)
-            y = tl.fma(e, high, e * low)
+            y = _times_float64(e, (1.0 / total.to(tl.float64))[:, None])
         elif ARITH == HALF_RECIPROCAL:
             y = e * tl.math.div_rn(1.0, total)[:, None]
         else:
@@ -106,6 +101,15 @@ def _finish(x, e, row_max, total, LOG: tl.constexpr, MASKED: tl.constexpr, ARITH
         empty = (row_max == -float("inf")) & (total == total)
         y = tl.where(empty[:, None], 0.0, y)
     return y.to(tl.float32)  # one rounding; the store rounds once more only for half outputs
+
+
+@triton.jit
+def _times_float64(e, factor):
+    """fp32 e times a float64 factor, the factor split into two fp32 parts: as exact as the float64
+    product (both err by 2^-48 of it before the final rounding), and e stays fp32."""
+    high = factor.to(tl.float32)
+    low = (factor - high.to(tl.float64)).to(tl.float32)
+    return tl.fma(e, high, e * low)
 
 
 @triton.jit
