@@ -24,7 +24,6 @@ from __future__ import annotations
 from dataclasses import replace
 
 import torch
-import triton
 
 from kernels.full_softmax import host
 from kernels.full_softmax.arithmetic import ARITHMETIC_NAMES, arithmetic
@@ -110,12 +109,8 @@ def reduction(p: Plan, n: int, kind: str) -> Reduction:
     does not do, exceed the ones it does (log2 of its blocks in their meeting, and the factor that
     brings a block's exps to the row's maximum, an exp and a product each).
     """
-    if p.path == "cluster":
-        chunks = triton.next_power_of_2(n) // (p.block * p.splits)
-    else:
-        chunks = 1 if p.path == "single" else p.chunks(n)
     return Reduction(kind, num_warps=p.num_warps, rows=p.rows, block=None if p.path == "single" else p.block,
-                     chunks=chunks, spans=p.splits)
+                     chunks=1 if p.path == "single" else p.chunks(n), spans=p.splits)
 
 
 def precision(call: Call) -> PrecisionProfile:

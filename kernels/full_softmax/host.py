@@ -6,7 +6,6 @@ import functools
 import math
 
 import torch
-import triton
 
 from ..launch import HAS_CLUSTER_LAYOUTS, compute_units, interpreted, require_triton_device
 from ..limits import HALF_AND_SINGLE, InputLimits, dense
@@ -100,9 +99,8 @@ def _run(x: torch.Tensor, dim: int, *, log: bool, mask: torch.Tensor | None,
     if p.path == "cluster":
         from .cluster_code import launch_cluster  # Gluon's cluster layouts: Triton 3.9 and later
 
-        launch_cluster(y, x, n_rows, n, sizes, xs, ys, x.stride(dim), y.stride(dim), ctas=p.splits,
-                       span=triton.next_power_of_2(n) // p.splits, tile=p.block, num_warps=p.num_warps, arith=arith,
-                       aligned=aligned)
+        launch_cluster(y, x, n_rows, n, sizes, xs, ys, x.stride(dim), y.stride(dim), ctas=p.splits, span=p.span(n),
+                       tile=p.block, num_warps=p.num_warps, arith=arith, aligned=aligned)
         return y
     if p.path == "split":
         span, spans = p.span(n), p.spans(n)

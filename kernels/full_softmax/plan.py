@@ -20,11 +20,15 @@ class Plan:
     write_warps: int | None = None  # a split row's write kernel, where not num_warps
 
     def chunks(self, n: int) -> int:
-        """Tiles a program takes of a row of n (of its span, for a split row)."""
+        """Tiles a program takes of a row of n (of its span, for a split row; for the cluster path, a block's
+        span of the row padded to a power of two, padding included)."""
+        if self.path == "cluster":
+            return (1 << (n - 1).bit_length()) // (self.block * self.splits)
         return max(1, math.ceil(n / (self.block * self.splits)))
 
     def span(self, n: int) -> int:
-        """A split row's columns per program: whole tiles, so that no tile is cut at a span's end."""
+        """A split row's columns per program (a cluster's block's): whole tiles, so that no tile is cut at a
+        span's end."""
         return self.block * self.chunks(n)
 
     def spans(self, n: int) -> int:
