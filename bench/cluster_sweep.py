@@ -31,6 +31,7 @@ from bench.cluster_kernels import exchange_of, held_kernel, launch, reread_kerne
 from kernels.full_softmax.arithmetic import HALF_RECIPROCAL, PRECISE  # noqa: E402
 from kernels.full_softmax.cluster_code import VECTOR_BYTES, cluster_kernel, cluster_layout  # noqa: E402
 from kernels import peers  # noqa: E402
+from kernels.launch import HAS_CLUSTER_LAYOUTS  # noqa: E402
 from kernels.full_softmax import softmax as full_softmax  # noqa: E402
 
 LENGTHS = [1 << k for k in range(15, 21)]
@@ -140,7 +141,7 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=min(16, os.cpu_count() or 1))
     parser.add_argument("--compile-only", action="store_true", help="compile for sm_90 without a GPU")
     args = parser.parse_args()
-    if tuple(int(part) for part in triton.__version__.split(".")[:2]) < (3, 9):
+    if not HAS_CLUSTER_LAYOUTS:
         sys.exit(f"Triton {triton.__version__} has no cluster layouts: the kernels need Triton 3.9 or later")
     if args.compile_only:
         sys.exit(0 if compile_only() else 1)

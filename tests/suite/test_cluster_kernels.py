@@ -8,9 +8,8 @@ import sys
 import pytest
 import triton
 
+from kernels.launch import HAS_CLUSTER_LAYOUTS
 from tests.subruns import python, run
-
-HAS_CLUSTER_LAYOUTS = tuple(int(part) for part in triton.__version__.split(".")[:2]) >= (3, 9)
 
 
 @pytest.mark.skipif(not HAS_CLUSTER_LAYOUTS, reason=f"Triton {triton.__version__} has no cluster layouts (3.9 and later)")
