@@ -181,15 +181,17 @@ def reread_kernel(y_ptr, x_ptr, n_cols, size1, size2, xs0, xs1, xs2, xsd, ys0, y
 def launch(setting: tuple, x: torch.Tensor, y: torch.Tensor) -> None:
     """y = softmax(x) over the rows of 2-D ``x`` (contiguous columns), a cluster a row, with ``setting``: ("held",
     blocks, warps, None) or ("reread", blocks, warps, tile), a kind ending in "-merged" or "-posted" meeting so;
-    ("staged-posted", blocks, warps, tile): full_softmax's cluster path (kernels/full_softmax/cluster_code.py)."""
+    ("staged-posted", blocks, warps, tile): full_softmax's cluster path (kernels/full_softmax/cluster_code.py);
+    ("staged-grid", blocks, warps, tile): its row over blocks of the grid, meeting through global memory."""
     kind, ctas, warps, tile = setting
     rows, n = x.shape
     span = triton.next_power_of_2(n) // ctas
     aligned = x.stride(0) % 16 == 0 and y.stride(0) % 16 == 0
-    if kind == "staged-posted":
-        launch_cluster(y, x, rows, n, (rows, 1, 1), (x.stride(0), 0, 0), (y.stride(0), 0, 0), 1, 1, ctas=ctas,
-                       span=span, tile=tile, num_warps=warps, arith=arithmetic(y.device, False, y.dtype),
-                       aligned=aligned)
+    if kind.startswith("staged"):
+        grid = kind == "staged-grid"
+        launch_cluster(y, x, rows, n, (rows, 1, 1), (x.stride(0), 0, 0), (y.stride(0), 0, 0), 1, 1,
+                       ctas=1 if grid else ctas, groups=ctas if grid else 1, span=span, tile=tile, num_warps=warps,
+                       arith=arithmetic(y.device, False, y.dtype), aligned=aligned)
         return
     common = dict(C=ctas, SPAN=span, LAYOUT=cluster_layout(ctas, warps, x.element_size()),
                   PRECISE=y.dtype == torch.float32, ALIGNED=aligned, UNIT=True, EXCHANGE=exchange_of(kind),

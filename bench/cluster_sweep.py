@@ -4,7 +4,7 @@ Needs Triton 3.9 or later (Gluon's cluster layouts) and a CUDA card of sm_90 or 
 of 2^15 to 2^20 (the bench's shapes, ``bench/bandwidth_method.py``), it times a copy, torch.softmax,
 full_softmax, QuACK where it imports, and the three cluster kernels of ``bench/cluster_kernels.py`` in every
 setting that fits (a span held in registers at 16 to 128 elements a thread; a span reread in tiles; a span staged
-in shared memory in 1 to 64 tiles), each checked against the float64 softmax of its first rows (fp32: the largest
+in shared memory in 1 to 64 tiles, the blocks meeting in a cluster or, spans of 16 to 128 KB, through global memory), each checked against the float64 softmax of its first rows (fp32: the largest
 error in ulps).  Prints a line per row length and writes ``--out`` (JSON).
 
     python bench/cluster_sweep.py --out sweep.json
@@ -36,6 +36,7 @@ from kernels.full_softmax import softmax as full_softmax  # noqa: E402
 
 LENGTHS = [1 << k for k in range(15, 21)]
 STAGED_BYTES = 200 * 1024  # a block's span in shared memory: of the H100's 227 KB a block, room for the rest
+GRID_SPAN_BYTES = (16384, 131072)  # a block's span over the grid: 12 blocks an SM to one
 ELEMENTS = 1 << 26  # rows of a length: this many elements in all, at least 2048 rows of the shorter
 
 
@@ -46,7 +47,8 @@ def rows_of(n: int) -> int:
 def settings(n: int, element_size: int) -> list[tuple]:
     """("held", C, warps, None) at 16 to 128 elements a thread; ("reread", 16, warps, tile) for rows of 2^19 and more;
     each also with "-merged" and "-posted" exchanges (bench/cluster_kernels.py); ("staged-posted", C, warps, tile)
-    where a block's span fits its shared memory in 1 to 64 tiles."""
+    where a block's span fits its shared memory in 1 to 64 tiles (fp32: at most 32768 values, its exact sum's
+    limit), and ("staged-grid", G, warps, tile) where it also takes GRID_SPAN_BYTES."""
     vector = VECTOR_BYTES // element_size
     found = []
     for ctas in (1, 2, 4, 8, 16):
@@ -58,12 +60,16 @@ def settings(n: int, element_size: int) -> list[tuple]:
             for pieces in (1, 4):
                 found.append(("reread", 16, warps, warps * 32 * vector * pieces))
     found += [(f"{kind}-{exchange}", *rest) for exchange in ("merged", "posted") for kind, *rest in found]
-    for ctas in (2, 4, 8, 16):
-        for warps in (4, 8, 16):
-            for pieces in (1, 2):
-                tile = warps * 32 * vector * pieces
-                if n // ctas * element_size <= STAGED_BYTES and 1 <= n // (ctas * tile) <= 64:
-                    found.append(("staged-posted", ctas, warps, tile))
+    for kind, most in (("staged-posted", 16), ("staged-grid", 256)):
+        for ctas in (2, 4, 8, 16, 32, 64, 128, 256):
+            for warps in (4, 8, 16):
+                for pieces in (1, 2):
+                    tile = warps * 32 * vector * pieces
+                    span_bytes = n // ctas * element_size
+                    if (ctas <= most and span_bytes <= STAGED_BYTES and 1 <= n // (ctas * tile) <= 64
+                            and (element_size == 2 or n // ctas <= 32768)
+                            and (kind == "staged-posted" or GRID_SPAN_BYTES[0] <= span_bytes <= GRID_SPAN_BYTES[1])):
+                        found.append((kind, ctas, warps, tile))
     return found
 
 
@@ -81,12 +87,15 @@ def compile_one(job: tuple) -> str:
 
 KERNELS = {"held": held_kernel, "reread": reread_kernel, "staged": cluster_kernel}
 CLUSTER_CODE = ("barrier.cluster.arrive", "shared::cluster", ".reqnctapercluster")  # PTX of the exchange
+GRID_CODE = ("fence.release.gpu", "globaltimer")  # of the exchange through global memory: the flag, the wait
 SIGNATURE = {"y_ptr": None, "x_ptr": None, "n_cols": "i32", "size1": "i64", "size2": "i64", "xs0": "i64",
-             "xs1": "i64", "xs2": "i64", "xsd": "i64", "ys0": "i64", "ys1": "i64", "ys2": "i64", "ysd": "i64"}
+             "xs1": "i64", "xs2": "i64", "xsd": "i64", "ys0": "i64", "ys1": "i64", "ys2": "i64", "ysd": "i64",
+             "pairs_ptr": None, "flags_ptr": "*i32", "wait_ns": "i64"}
 COMPILED = [(("held", 16, 8, None), "fp32"), (("reread", 16, 8, 2048), "bf16"), (("held-merged", 16, 8, None), "fp32"),
             (("held-posted", 16, 8, None), "fp32"), (("reread-posted", 16, 8, 2048), "bf16"),
             (("staged-posted", 16, 8, 2048), "fp32"), (("staged-posted", 16, 4, 2048), "bf16"),
-            (("staged-posted", 16, 4, 2048), "bf16-strided")]  # the last: staged by loads, not cp.async
+            (("staged-posted", 16, 4, 2048), "bf16-strided"),  # staged by loads, not cp.async
+            (("staged-grid", 16, 4, 2048), "fp32"), (("staged-grid", 8, 8, 4096), "bf16")]  # no cluster: GRID_CODE
 
 
 def constants_of(setting: tuple, dtype: str) -> dict:
@@ -96,9 +105,11 @@ def constants_of(setting: tuple, dtype: str) -> dict:
     unit = not dtype.endswith("strided")
     constants = {"C": ctas, "SPAN": (1 << 18) // ctas, "LAYOUT": cluster_layout(ctas, warps, element_size),
                  "ALIGNED": True, "UNIT": unit} | ({"xsd": 1, "ysd": 1} if unit else {})
-    if kind == "staged-posted":
-        return constants | {"TILE": tile, "ARITH": (PRECISE if dtype == "fp32" else HALF_RECIPROCAL).value,
-                            "ASYNC": unit}
+    if kind.startswith("staged"):
+        grid = kind == "staged-grid"
+        return constants | {"C": 1 if grid else ctas, "G": ctas if grid else 1, "TILE": tile,
+                            "LAYOUT": cluster_layout(1 if grid else ctas, warps, element_size),
+                            "ARITH": (PRECISE if dtype == "fp32" else HALF_RECIPROCAL).value, "ASYNC": unit}
     return constants | {"PRECISE": dtype == "fp32", "EXCHANGE": exchange_of(kind)} | ({"TILE": tile} if tile else {})
 
 
@@ -111,17 +122,21 @@ def compile_only() -> bool:
     for setting, dtype in COMPILED:
         kind, ctas, warps, _ = setting
         constants = constants_of(setting, dtype)
+        kernel = KERNELS[kind.partition("-")[0]]
         pointer = f"*{dtype.partition('-')[0]}"
-        signature = dict(SIGNATURE, y_ptr=pointer, x_ptr=pointer, **{name: "constexpr" for name in constants})
+        types = dict(SIGNATURE, y_ptr=pointer, x_ptr=pointer, pairs_ptr="*fp64" if dtype == "fp32" else "*fp32",
+                     **{name: "constexpr" for name in constants})
+        signature = {name: types[name] for name in kernel.arg_names}
         # The pointers and the row length specialised as multiples of 16, as a launch of the sweep's rows finds them.
-        source = GluonASTSource(fn=KERNELS[kind.partition("-")[0]], signature=signature, constexprs=constants,
+        source = GluonASTSource(fn=kernel, signature=signature, constexprs=constants,
                                 attrs={(index,): [["tt.divisibility", 16]] for index in (0, 1, 2)})
         ptx = triton.compile(source, target=GPUTarget("cuda", 90, 32),
-                             options={"num_warps": warps, "num_ctas": ctas}).asm["ptx"]
-        found = {code: ptx.count(code) for code in CLUSTER_CODE + ("cp.async.cg",)}
-        complete &= all(found[code] for code in CLUSTER_CODE) and (found["cp.async.cg"] > 0) == (
+                             options={"num_warps": warps, "num_ctas": constants["C"]}).asm["ptx"]
+        exchange = GRID_CODE if kind == "staged-grid" else CLUSTER_CODE
+        found = {code: ptx.count(code) for code in exchange + ("cp.async.cg",)}
+        complete &= all(found[code] for code in exchange) and (found["cp.async.cg"] > 0) == (
             kind.startswith("staged") and not dtype.endswith("strided"))
-        print(f"{kind} {dtype} {ctas} blocks x {warps} warps: compiled for sm_90; cluster code {found}", flush=True)
+        print(f"{kind} {dtype} {ctas} blocks x {warps} warps: compiled for sm_90; exchange code {found}", flush=True)
     return complete
 
 
@@ -193,9 +208,9 @@ def main() -> None:
                 f" e={line[k]['error']:.3g}" if line[k].get("error") is not None else "") for r, k in summary),
                 flush=True)
             results["rows"].append(line)
+            args.out.write_text(json.dumps(results, indent=1))  # as it goes: a sweep cut short keeps its lines
             del inputs, x
             torch.cuda.empty_cache()
-    args.out.write_text(json.dumps(results, indent=1))
 
 
 def _run(setting: tuple, x: torch.Tensor) -> torch.Tensor:
