@@ -1,7 +1,9 @@
 """full_softmax's cluster path and the designs tried before it (kernels/full_softmax/cluster_code.py,
 bench/cluster_kernels.py, docs/speed.md) compile for sm_90 on any machine: Triton 3.9 compiles the blocks' exchange
 through distributed shared memory, and each plan of the path on a Hopper card leaves room for the blocks that must
-share an SM.  No GPU is needed; the kernels' speed is the device's (bench/cluster_sweep.py)."""
+share an SM.  No GPU is needed for those; the kernels' speed is the device's (bench/cluster_sweep.py).  On a Hopper
+card with Triton 3.9 (skipped elsewhere): a row over blocks of the grid gives the same bits whether its blocks wait
+for each other's pairs or read each other's spans."""
 
 import sys
 
