@@ -1,5 +1,5 @@
 """Long softmax rows over a thread-block cluster, in Gluon (Triton 3.9 and later, NVIDIA sm_90 and later): the
-designs tried before full_softmax's cluster path (``kernels/full_softmax/cluster_code.py``), timed against it,
+designs tried beside full_softmax's cluster path (``kernels/full_softmax/cluster_code.py``), timed against it,
 QuACK and a copy by ``bench/cluster_sweep.py`` (docs/speed.md).
 
 A row takes a cluster of C blocks, block k its span k of SPAN columns; the blocks meet in the row's maximum
@@ -19,7 +19,16 @@ each a rendezvous of all its blocks; "merged", the (maximum, sum) pairs merged i
 fastest; held in registers, a span leaves one block an SM, whose loads wait on its arithmetic, and none of
 these reach the staged path's speed.
 
-The arithmetic is full_softmax's but for the sums: for fp32 outputs the gap's rounding error recovered,
+Tried after it, for rows of more spans than a cluster holds: ``grid_kernel``, the cluster path's staged block
+(its helpers, its arithmetic) over G blocks of the grid, which meet through global memory.  Each block stores its
+(maximum, sum) pair in the row's slot and raises the slot's flag (a release), then polls the row's G flags
+(``gl.atomic_poll``, an acquire, for at most GRID_WAIT_NS); the spans whose pairs have not come by then it reads
+from memory and sums itself in the same layout, to the same bits, so that no block waits forever on one that has
+not started, and every block merges the pairs in the same order.  Measured on an H100 (docs/speed.md): right, and
+slower than the cluster: a row's blocks are not scheduled together, and a block keeps its share of an SM while it
+waits for the others.
+
+The held and reread kernels' arithmetic is full_softmax's but for the sums: for fp32 outputs the gap's rounding error recovered,
 libdevice expf, the sum compensated (an fp32 pair, its error some n 2^-46 of the sum) and the product by the
 float64 reciprocal; for half outputs ``exp`` and the correctly rounded reciprocal.
 """
@@ -32,8 +41,13 @@ from triton.experimental.gluon._runtime import constexpr_function
 
 from kernels.full_softmax.arithmetic import HALF_RECIPROCAL, PRECISE as PRECISE_ARITH, arithmetic
 from kernels.full_softmax.cluster_code import (_mailbox, _merge_spans, _posted_pairs, _row_base, _span_columns,
-                                               cluster_layout, launch_cluster)
+                                               _span_factor, _span_pair, _stage_span, _write_span, cluster_layout,
+                                               copies, launch_cluster)
 from kernels.full_softmax.triton_code import _exp_gap, _rescale, _times_float64
+
+GRID_WAIT_NS = 200_000  # a block of grid_kernel waits this long for its row's other blocks' pairs, many times a
+# block's life, then reads the spans whose pairs have not come (a block that has not started: the grid past what
+# the card holds at once)
 
 
 @constexpr_function
@@ -178,6 +192,76 @@ def reread_kernel(y_ptr, x_ptr, n_cols, size1, size2, xs0, xs1, xs2, xsd, ys0, y
         gl.store(y_row + (cols + start) * ysd, y.to(y_ptr.dtype.element_ty), mask=inside)
 
 
+@gluon.jit
+def _grid_pairs(part_max, part_sum, pairs_ptr, flags_ptr, row, g, wait_ns, x_row, n_cols, xsd, G: gl.constexpr,
+                SPAN: gl.constexpr, TILE: gl.constexpr, LAYOUT: gl.constexpr, ARITH: gl.constexpr,
+                UNIT: gl.constexpr):
+    """The row's maximum and sum from its G blocks' pairs, met through global memory: each block stores its pair
+    in the row's slot g and raises its flag (a release), then waits up to ``wait_ns`` for the G flags (an
+    acquire each); a span whose pair has not come by then it reads from memory itself (``_span_pair``, the same
+    bits).  So no block waits on one that has not started, whatever the order the blocks run in, and the pairs
+    merge in the order of g in every block.  Returned as scalars."""
+    W: gl.constexpr = gl.num_warps()
+    slots: gl.constexpr = gl.BlockedLayout([1], [32], [W], [0])
+    first = row * G
+    own = gl.arange(0, 1, layout=gl.SliceLayout(1, LAYOUT))
+    gl.store(pairs_ptr + (first + g) * 2 + own, part_max.to(pairs_ptr.dtype.element_ty))
+    gl.store(pairs_ptr + (first + g) * 2 + 1 + own, part_sum)
+    gl.barrier()  # the stores of the pair, whichever threads made them, before the release
+    gl.atomic_store(flags_ptr + first + g, 1, sem="release")
+    j = gl.arange(0, G, layout=slots)
+    arrived = gl.atomic_poll(flags_ptr + first + j, 1, timeout_ns=wait_ns)
+    maxima = gl.load(pairs_ptr + (first + j) * 2, mask=arrived, other=0.0).to(gl.float32)
+    sums = gl.load(pairs_ptr + (first + j) * 2 + 1, mask=arrived, other=0.0)
+    if gl.sum((arrived == 0).to(gl.int32), axis=0) > 0:
+        for k in range(G):
+            if gl.sum(((j == k) & (arrived == 0)).to(gl.int32), axis=0) > 0:
+                cols = _span_columns(1, SPAN, TILE, LAYOUT, UNIT) + k * SPAN
+                late_max, late_sum = _span_pair(x_row, x_row, cols, n_cols, xsd, SPAN // TILE, TILE, LAYOUT, ARITH,
+                                                False, False)
+                maxima = gl.where(j == k, gl.max(late_max, axis=0), maxima)
+                sums = gl.where(j == k, gl.max(late_sum, axis=0).to(sums.dtype), sums)
+    return gl.reduce((maxima, sums), 0, _merge_spans)
+
+
+@gluon.jit(do_not_specialize=["row_stride_x", "row_stride_y", "wait_ns"])
+def grid_kernel(y_ptr, x_ptr, n_cols, row_stride_x, row_stride_y, pairs_ptr, flags_ptr, wait_ns, G: gl.constexpr,
+                SPAN: gl.constexpr, TILE: gl.constexpr, LAYOUT: gl.constexpr, ARITH: gl.constexpr,
+                ALIGNED: gl.constexpr, ASYNC: gl.constexpr):
+    """The cluster path's staged block, a row over G blocks of the grid (G programs a row, contiguous columns;
+    ``pairs_ptr`` and ``flags_ptr`` the rows' slots, the flags zeroed; ALIGNED: row strides of 16 elements)."""
+    TILES: gl.constexpr = SPAN // TILE
+    staged = gl.allocate_shared_memory(x_ptr.dtype.element_ty, [TILES, 1, TILE],
+                                       gl.SwizzledSharedLayout(1, 1, 1, [1, 0]))
+    row = gl.program_id(0).to(gl.int64) // G
+    g = gl.program_id(0) % G
+    cols = _span_columns(1, SPAN, TILE, LAYOUT, True) + g * SPAN
+    x_row = x_ptr + _row_base(row, 1, 1, row_stride_x, 0, 0, ALIGNED)
+    _stage_span(staged, x_row, cols, n_cols, 1, TILES, TILE, ASYNC)
+    part_max, part_sum = _span_pair(staged, x_row, cols, n_cols, 1, TILES, TILE, LAYOUT, ARITH, True, ASYNC)
+    row_max, total = _grid_pairs(part_max, part_sum, pairs_ptr, flags_ptr, row, g, wait_ns, x_row, n_cols, 1, G,
+                                 SPAN, TILE, LAYOUT, ARITH, True)
+    factor, part_shift = _span_factor(part_max, row_max, total, ARITH)
+    y_row = y_ptr + _row_base(row, 1, 1, row_stride_y, 0, 0, ALIGNED)
+    _write_span(y_row, staged, x_row, cols, n_cols, 1, 1, factor, part_shift, TILES, TILE, LAYOUT, ARITH)
+
+
+def launch_grid(y: torch.Tensor, x: torch.Tensor, *, blocks: int, tile: int, num_warps: int,
+                wait_ns: int = GRID_WAIT_NS) -> None:
+    """grid_kernel over the rows of 2-D ``x`` (contiguous columns), ``blocks`` a row; ``wait_ns``: how long a block
+    waits for the others' pairs before reading their spans itself."""
+    rows, n = x.shape
+    arith = arithmetic(y.device, False, y.dtype)
+    pairs = torch.empty(rows * blocks * 2, dtype=torch.float64 if arith == PRECISE_ARITH.value else torch.float32,
+                        device=x.device)
+    flags = torch.zeros(rows * blocks, dtype=torch.int32, device=x.device)
+    aligned = x.stride(0) % 16 == 0 and y.stride(0) % 16 == 0
+    grid_kernel[(rows * blocks,)](y, x, n, x.stride(0), y.stride(0), pairs, flags, wait_ns, G=blocks,
+                                  SPAN=triton.next_power_of_2(n) // blocks, TILE=tile,
+                                  LAYOUT=cluster_layout(1, num_warps, x.element_size()), ARITH=arith,
+                                  ALIGNED=aligned, ASYNC=copies(x, n, 1, 1, aligned), num_warps=num_warps)
+
+
 def launch(setting: tuple, x: torch.Tensor, y: torch.Tensor) -> None:
     """y = softmax(x) over the rows of 2-D ``x`` (contiguous columns), a cluster a row, with ``setting``: ("held",
     blocks, warps, None) or ("reread", blocks, warps, tile), a kind ending in "-merged" or "-posted" meeting so;
@@ -187,11 +271,13 @@ def launch(setting: tuple, x: torch.Tensor, y: torch.Tensor) -> None:
     rows, n = x.shape
     span = triton.next_power_of_2(n) // ctas
     aligned = x.stride(0) % 16 == 0 and y.stride(0) % 16 == 0
-    if kind.startswith("staged"):
-        grid = kind == "staged-grid"
-        launch_cluster(y, x, rows, n, (rows, 1, 1), (x.stride(0), 0, 0), (y.stride(0), 0, 0), 1, 1,
-                       ctas=1 if grid else ctas, groups=ctas if grid else 1, span=span, tile=tile, num_warps=warps,
-                       arith=arithmetic(y.device, False, y.dtype), aligned=aligned)
+    if kind == "staged-grid":
+        launch_grid(y, x, blocks=ctas, tile=tile, num_warps=warps)
+        return
+    if kind == "staged-posted":
+        launch_cluster(y, x, rows, n, (rows, 1, 1), (x.stride(0), 0, 0), (y.stride(0), 0, 0), 1, 1, ctas=ctas,
+                       span=span, tile=tile, num_warps=warps, arith=arithmetic(y.device, False, y.dtype),
+                       aligned=aligned)
         return
     common = dict(C=ctas, SPAN=span, LAYOUT=cluster_layout(ctas, warps, x.element_size()),
                   PRECISE=y.dtype == torch.float32, ALIGNED=aligned, UNIT=True, EXCHANGE=exchange_of(kind),

@@ -2,13 +2,15 @@
 
 Needs Triton 3.9 or later (Gluon's cluster layouts) and a CUDA card of sm_90 or later.  For fp32 and bf16 rows
 of 2^15 to 2^20 (the bench's shapes, ``bench/bandwidth_method.py``), it times a copy, torch.softmax,
-full_softmax, QuACK where it imports, and the three cluster kernels of ``bench/cluster_kernels.py`` in every
-setting that fits (a span held in registers at 16 to 128 elements a thread; a span reread in tiles; a span staged
-in shared memory in 1 to 64 tiles, the blocks meeting in a cluster or, spans of 16 to 128 KB, through global memory), each checked against the float64 softmax of its first rows (fp32: the largest
-error in ulps).  Prints a line per row length and writes ``--out`` (JSON).
+full_softmax, QuACK where it imports, and the kernels of ``bench/cluster_kernels.py`` and full_softmax's cluster
+kernel in every setting that fits (a span held in registers at 16 to 128 elements a thread; a span reread in tiles;
+a span staged in shared memory in 1 to 64 tiles, the blocks meeting in a cluster or, spans of 16 to 128 KB,
+through global memory), each checked against the float64 softmax of its first rows (fp32: the largest error in
+ulps).  Prints a line per row length and writes ``--out`` (JSON), as it goes.
 
     python bench/cluster_sweep.py --out sweep.json
     python bench/cluster_sweep.py --compile-only   # any machine with Triton 3.9: compile for sm_90, show the exchange
+    python bench/cluster_sweep.py --check-grid     # the grid kernel's bits, whether its blocks wait or read
 """
 
 from __future__ import annotations
@@ -27,7 +29,8 @@ import triton
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.bandwidth_method import card, logits, max_ulps, rotation, time_ms  # noqa: E402
-from bench.cluster_kernels import exchange_of, held_kernel, launch, reread_kernel  # noqa: E402
+from bench.cluster_kernels import (GRID_WAIT_NS, exchange_of, grid_kernel, held_kernel, launch,  # noqa: E402
+                                   launch_grid, reread_kernel)
 from kernels.full_softmax.arithmetic import HALF_RECIPROCAL, PRECISE  # noqa: E402
 from kernels.full_softmax.cluster_code import VECTOR_BYTES, cluster_kernel, cluster_layout  # noqa: E402
 from kernels import peers  # noqa: E402
@@ -85,12 +88,12 @@ def compile_one(job: tuple) -> str:
         return f"{type(error).__name__}: {str(error).splitlines()[-1][:200] if str(error) else ''}"
 
 
-KERNELS = {"held": held_kernel, "reread": reread_kernel, "staged": cluster_kernel}
+KERNELS = {"held": held_kernel, "reread": reread_kernel, "staged-posted": cluster_kernel, "staged-grid": grid_kernel}
 CLUSTER_CODE = ("barrier.cluster.arrive", "shared::cluster", ".reqnctapercluster")  # PTX of the exchange
 GRID_CODE = ("fence.release.gpu", "globaltimer")  # of the exchange through global memory: the flag, the wait
 SIGNATURE = {"y_ptr": None, "x_ptr": None, "n_cols": "i32", "size1": "i64", "size2": "i64", "xs0": "i64",
              "xs1": "i64", "xs2": "i64", "xsd": "i64", "ys0": "i64", "ys1": "i64", "ys2": "i64", "ysd": "i64",
-             "pairs_ptr": None, "flags_ptr": "*i32", "wait_ns": "i64"}
+             "pairs_ptr": None, "flags_ptr": "*i32", "wait_ns": "i64", "row_stride_x": "i64", "row_stride_y": "i64"}
 COMPILED = [(("held", 16, 8, None), "fp32"), (("reread", 16, 8, 2048), "bf16"), (("held-merged", 16, 8, None), "fp32"),
             (("held-posted", 16, 8, None), "fp32"), (("reread-posted", 16, 8, 2048), "bf16"),
             (("staged-posted", 16, 8, 2048), "fp32"), (("staged-posted", 16, 4, 2048), "bf16"),
@@ -105,11 +108,12 @@ def constants_of(setting: tuple, dtype: str) -> dict:
     unit = not dtype.endswith("strided")
     constants = {"C": ctas, "SPAN": (1 << 18) // ctas, "LAYOUT": cluster_layout(ctas, warps, element_size),
                  "ALIGNED": True, "UNIT": unit} | ({"xsd": 1, "ysd": 1} if unit else {})
-    if kind.startswith("staged"):
-        grid = kind == "staged-grid"
-        return constants | {"C": 1 if grid else ctas, "G": ctas if grid else 1, "TILE": tile,
-                            "LAYOUT": cluster_layout(1 if grid else ctas, warps, element_size),
-                            "ARITH": (PRECISE if dtype == "fp32" else HALF_RECIPROCAL).value, "ASYNC": unit}
+    arith = (PRECISE if dtype == "fp32" else HALF_RECIPROCAL).value
+    if kind == "staged-grid":
+        return {"G": ctas, "SPAN": (1 << 18) // ctas, "TILE": tile, "LAYOUT": cluster_layout(1, warps, element_size),
+                "ARITH": arith, "ALIGNED": True, "ASYNC": unit}
+    if kind == "staged-posted":
+        return constants | {"TILE": tile, "ARITH": arith, "ASYNC": unit}
     return constants | {"PRECISE": dtype == "fp32", "EXCHANGE": exchange_of(kind)} | ({"TILE": tile} if tile else {})
 
 
@@ -122,7 +126,7 @@ def compile_only() -> bool:
     for setting, dtype in COMPILED:
         kind, ctas, warps, _ = setting
         constants = constants_of(setting, dtype)
-        kernel = KERNELS[kind.partition("-")[0]]
+        kernel = KERNELS.get(kind) or KERNELS[kind.partition("-")[0]]
         pointer = f"*{dtype.partition('-')[0]}"
         types = dict(SIGNATURE, y_ptr=pointer, x_ptr=pointer, pairs_ptr="*fp64" if dtype == "fp32" else "*fp32",
                      **{name: "constexpr" for name in constants})
@@ -131,13 +135,52 @@ def compile_only() -> bool:
         source = GluonASTSource(fn=kernel, signature=signature, constexprs=constants,
                                 attrs={(index,): [["tt.divisibility", 16]] for index in (0, 1, 2)})
         ptx = triton.compile(source, target=GPUTarget("cuda", 90, 32),
-                             options={"num_warps": warps, "num_ctas": constants["C"]}).asm["ptx"]
+                             options={"num_warps": warps, "num_ctas": constants.get("C", 1)}).asm["ptx"]
         exchange = GRID_CODE if kind == "staged-grid" else CLUSTER_CODE
         found = {code: ptx.count(code) for code in exchange + ("cp.async.cg",)}
         complete &= all(found[code] for code in exchange) and (found["cp.async.cg"] > 0) == (
             kind.startswith("staged") and not dtype.endswith("strided"))
         print(f"{kind} {dtype} {ctas} blocks x {warps} warps: compiled for sm_90; exchange code {found}", flush=True)
     return complete
+
+
+def rows_with_seams(n: int, span: int, dtype: torch.dtype) -> torch.Tensor:
+    """Rows of n at a span's seams: plain logits; a first span of -inf; -inf but for the last value; a NaN in the
+    last span; a +inf in the middle; logits 80 apart across a span's end."""
+    x = torch.randn(6, n, device="cuda", generator=torch.Generator(device="cuda").manual_seed(5)) * 4
+    x[1, :span] = -float("inf")
+    x[2, :-1] = -float("inf")
+    x[3, -1] = float("nan")
+    x[4, n // 2] = float("inf")
+    x[5, span:] -= 80
+    return x.to(dtype)
+
+
+def check_grid() -> bool:
+    """grid_kernel's blocks that read the spans whose pairs have not come give the bits of blocks that wait: rows
+    of 2^19 at a span's seams (aligned, staged by cp.async, and 5 shorter, staged by loads; fp32 and bf16), run
+    with the default wait, with none (most blocks then read others' spans), and again.  True if all agree, and
+    NaN stands where torch's float64 softmax has it."""
+    blocks = 32
+    agree = True
+    for dtype, warps in ((torch.float32, 4), (torch.bfloat16, 8)):
+        for n in (1 << 19, (1 << 19) - 5):
+            x = rows_with_seams(n, (1 << 19) // blocks, dtype)
+            outputs = []
+            for wait_ns in (GRID_WAIT_NS, 0, GRID_WAIT_NS):
+                y = torch.empty_like(x)
+                launch_grid(y, x, blocks=blocks, tile=warps * 32 * VECTOR_BYTES // x.element_size(), num_warps=warps,
+                            wait_ns=wait_ns)
+                outputs.append(y.view(torch.int16 if dtype == torch.bfloat16 else torch.int32))
+            waited, read, again = outputs
+            nan = torch.equal(waited.view(dtype).isnan(), torch.softmax(x.double(), -1).isnan())
+            differ = [int((waited[r] != read[r]).sum()) for r in range(x.shape[0])]
+            same = torch.equal(waited, again) and not any(differ) and nan
+            agree &= same
+            print(f"{str(dtype)[6:]} rows of {n}: {'same bits' if same else 'DIFFER'} (elements that differ a row "
+                  f"with no wait: {differ}; run twice equal: {torch.equal(waited, again)}; NaN as torch: {nan})",
+                  flush=True)
+    return agree
 
 
 def error_of(y: torch.Tensor, exact: torch.Tensor) -> float:
@@ -155,6 +198,8 @@ def main() -> None:
                         "staged-posted, ...; none: full_softmax and its peers alone)")
     parser.add_argument("--workers", type=int, default=min(16, os.cpu_count() or 1))
     parser.add_argument("--compile-only", action="store_true", help="compile for sm_90 without a GPU")
+    parser.add_argument("--check-grid", action="store_true", help="check that grid_kernel's blocks reading each "
+                        "other's spans give the bits of blocks that wait (a card of sm_90 or later)")
     args = parser.parse_args()
     if not HAS_CLUSTER_LAYOUTS:
         sys.exit(f"Triton {triton.__version__} has no cluster layouts: the kernels need Triton 3.9 or later")
@@ -162,6 +207,8 @@ def main() -> None:
         sys.exit(0 if compile_only() else 1)
     if not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] < 9:
         sys.exit("no CUDA card of sm_90 or later here: the sweep times clusters on one (--compile-only needs none)")
+    if args.check_grid:
+        sys.exit(0 if check_grid() else 1)
     quack = None
     try:
         importlib.import_module("quack")

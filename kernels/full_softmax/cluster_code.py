@@ -10,11 +10,6 @@ exps replace it in place, so that the write multiplies them rather than computin
 block stores its pair into every block's shared memory (one ``st.async`` a receiver, counted by the receiver's
 mbarrier) and waits on its own mbarrier alone, not at a barrier of the whole cluster.
 
-A row may instead run over G blocks of the grid (C = 1: more spans than a cluster holds; bench/cluster_sweep.py's
-"staged-grid"), which meet through global memory: each posts its pair to the row's slot and raises its flag, then waits a while for the others';
-a span whose pair has not come by then it reads from memory and sums itself, to the same bits, so no block ever
-waits on one that has not started (the grid may hold more blocks than the card runs at once).
-
 Each block's part of a tile is a [C, TILE] tensor whose row k lives in block k, its columns in 16-byte pieces
 over the threads; its layout is explicit, so the order of a span's additions is the layout's, the same for
 every call of a shape class whatever the view's strides or alignment (a view that cannot take ``cp.async``
@@ -25,7 +20,6 @@ per thread across a span's tiles) and the product by the float64 factor; for hal
 correctly rounded reciprocal.  Measured on an H100 (docs/speed.md).
 """
 
-import torch
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon._runtime import constexpr_function
@@ -36,9 +30,6 @@ from .arithmetic import HALF_RECIPROCAL, PRECISE
 from .triton_code import FIXED_POINT_ONE, _exp_gap, _rescale, _row_bases, _times_float64
 
 VECTOR_BYTES = 16  # a thread's piece of a row: one 16-byte copy
-GRID_WAIT_NS = 200_000  # a block of a row over the grid waits this long for its row's other blocks' pairs, many
-# times a block's life, then reads the spans whose pairs have not come (a block that has not started, the grid
-# past what the card holds at once)
 
 
 @gluon.jit
@@ -126,7 +117,8 @@ def _span_pair(staged, x_row, cols, n_cols, xsd, TILES: gl.constexpr, TILE: gl.c
                ARITH: gl.constexpr, STAGED: gl.constexpr, ASYNC: gl.constexpr):
     """A span's (maximum, sum of exp(x - maximum)), [C] each: from its staged tiles (STAGED; ASYNC: waiting on
     each tile's copy group as it lands; an fp32 span's exps replace it in place), or read from memory in the
-    same layout, to the same bits, for a span another block has not posted in time."""
+    same layout, to the same bits (bench/cluster_kernels.py's grid kernel: a span another block has not posted
+    in time)."""
     top = gl.full([cols.shape[0], TILE], -float("inf"), gl.float32, layout=LAYOUT)
     for t in gl.static_range(TILES):
         if ASYNC:
@@ -155,72 +147,22 @@ def _span_pair(staged, x_row, cols, n_cols, xsd, TILES: gl.constexpr, TILE: gl.c
 
 
 @gluon.jit
-def _grid_pairs(part_max, part_sum, pairs_ptr, flags_ptr, row, g, wait_ns, x_row, n_cols, xsd, G: gl.constexpr,
-                SPAN: gl.constexpr, TILE: gl.constexpr, LAYOUT: gl.constexpr, ARITH: gl.constexpr,
-                UNIT: gl.constexpr):
-    """The row's maximum and sum from its G blocks' pairs, met through global memory: each block stores its pair
-    in the row's slot g and raises its flag (a release), then waits up to ``wait_ns`` for the G flags (an
-    acquire each); a span whose pair has not come by then it reads from memory itself (``_span_pair``, the same
-    bits).  So no block waits on one that has not started, whatever the order the blocks run in, and the pairs
-    merge in the order of g in every block.  Returned as scalars."""
-    W: gl.constexpr = gl.num_warps()
-    slots: gl.constexpr = gl.BlockedLayout([1], [32], [W], [0])
-    first = row * G
-    own = gl.arange(0, 1, layout=gl.SliceLayout(1, LAYOUT))
-    gl.store(pairs_ptr + (first + g) * 2 + own, part_max.to(pairs_ptr.dtype.element_ty))
-    gl.store(pairs_ptr + (first + g) * 2 + 1 + own, part_sum)
-    gl.barrier()  # the stores of the pair, whichever threads made them, before the release
-    gl.atomic_store(flags_ptr + first + g, 1, sem="release")
-    j = gl.arange(0, G, layout=slots)
-    arrived = gl.atomic_poll(flags_ptr + first + j, 1, timeout_ns=wait_ns)
-    maxima = gl.load(pairs_ptr + (first + j) * 2, mask=arrived, other=0.0).to(gl.float32)
-    sums = gl.load(pairs_ptr + (first + j) * 2 + 1, mask=arrived, other=0.0)
-    if gl.sum((arrived == 0).to(gl.int32), axis=0) > 0:
-        for k in range(G):
-            if gl.sum(((j == k) & (arrived == 0)).to(gl.int32), axis=0) > 0:
-                cols = _span_columns(1, SPAN, TILE, LAYOUT, UNIT) + k * SPAN
-                late_max, late_sum = _span_pair(x_row, x_row, cols, n_cols, xsd, SPAN // TILE, TILE, LAYOUT, ARITH,
-                                                False, False)
-                maxima = gl.where(j == k, gl.max(late_max, axis=0), maxima)
-                sums = gl.where(j == k, gl.max(late_sum, axis=0).to(sums.dtype), sums)
-    return gl.reduce((maxima, sums), 0, _merge_spans)
-
-
-@gluon.jit(do_not_specialize=["size1", "size2", "xs0", "xs1", "xs2", "ys0", "ys1", "ys2", "wait_ns"])
-def cluster_kernel(y_ptr, x_ptr, n_cols, size1, size2, xs0, xs1, xs2, xsd, ys0, ys1, ys2, ysd, pairs_ptr,
-                   flags_ptr, wait_ns, C: gl.constexpr, G: gl.constexpr, SPAN: gl.constexpr, TILE: gl.constexpr,
-                   LAYOUT: gl.constexpr, ARITH: gl.constexpr, ALIGNED: gl.constexpr, UNIT: gl.constexpr,
-                   ASYNC: gl.constexpr):
-    """A row a cluster of C blocks (G == 1: the grid a cluster a row), or over G blocks that meet through global
-    memory (C == 1: the grid G programs a row, ``pairs_ptr`` and ``flags_ptr`` the row's slots, the flags
-    zeroed).  ASYNC: the span staged by ``cp.async`` (unit column stride, rows and row length in 16-byte units);
-    else by ordinary loads into the same layout."""
-    gl.static_assert(ARITH == PRECISE or ARITH == HALF_RECIPROCAL, "the cluster path computes as CUDA's fp32 or half")
-    gl.static_assert(ARITH != PRECISE or SPAN <= 32768, "a span's fixed-point sum must fit 63 bits")
-    gl.static_assert(C == 1 or G == 1, "a row over a cluster, or over blocks that meet through global memory")
-    TILES: gl.constexpr = SPAN // TILE
-    if C > 1:
-        mailbox = _mailbox(C, ARITH == PRECISE)
-    staged = gl.allocate_shared_memory(x_ptr.dtype.element_ty, [TILES, C, TILE],
-                                       gl.SwizzledSharedLayout(1, 1, 1, [1, 0], _blocks_bases(C, 0, 2)))
-    row = gl.program_id(0).to(gl.int64) // G
-    g = gl.program_id(0) % G
-    cols = _span_columns(C, SPAN, TILE, LAYOUT, UNIT) + g * SPAN
-    x_row = x_ptr + _row_base(row, size1, size2, xs0, xs1, xs2, ALIGNED)
+def _stage_span(staged, x_row, cols, n_cols, xsd, TILES: gl.constexpr, TILE: gl.constexpr, ASYNC: gl.constexpr):
+    """Copy a block's span into its shared memory: by ``cp.async``, a copy group a tile, all in flight together
+    (ASYNC); else by ordinary loads into the same layout."""
     for t in gl.static_range(TILES):
         inside = (cols + t * TILE) < n_cols
-        if ASYNC:  # a copy group a tile, all in flight together
+        if ASYNC:
             async_copy.async_load(staged.index(t), x_row + (cols + t * TILE) * xsd, mask=inside)
             async_copy.commit_group()
         else:
             staged.index(t).store(gl.load(x_row + (cols + t * TILE) * xsd, mask=inside))
-    # Maxima and sums run elementwise over the tiles, reduced across the block's threads once.
-    part_max, part_sum = _span_pair(staged, x_row, cols, n_cols, xsd, TILES, TILE, LAYOUT, ARITH, True, ASYNC)
-    if C > 1:
-        row_max, total = _posted_pairs(part_max, part_sum, mailbox, C, LAYOUT)
-    else:
-        row_max, total = _grid_pairs(part_max, part_sum, pairs_ptr, flags_ptr, row, g, wait_ns, x_row, n_cols, xsd,
-                                     G, SPAN, TILE, LAYOUT, ARITH, UNIT)
+
+
+@gluon.jit
+def _span_factor(part_max, row_max, total, ARITH: gl.constexpr):
+    """The factor that takes a block's exps from its span's maximum to the row's and divides them by the row's sum,
+    and the span's shift (its maximum, 0 for a span of -inf), [C, 1] each."""
     shift = gl.where(row_max == -float("inf"), 0.0, row_max)
     part_shift = gl.expand_dims(gl.where(part_max == -float("inf"), 0.0, part_max), 1)
     # A row of -inf: its sum is 0 and its outputs 0 * (1 / 0), NaN, as torch's.
@@ -228,9 +170,16 @@ def cluster_kernel(y_ptr, x_ptr, n_cols, size1, size2, xs0, xs1, xs2, xsd, ys0, 
         factor = gl.expand_dims(_rescale(part_max, shift, ARITH) / total, 1)
     else:
         factor = gl.expand_dims(_rescale(part_max, shift, ARITH) * gl.div_rn(1.0, total), 1)
-    y_row = y_ptr + _row_base(row, size1, size2, ys0, ys1, ys2, ALIGNED)
+    return factor, part_shift
+
+
+@gluon.jit
+def _write_span(y_row, staged, x_row, cols, n_cols, xsd, ysd, factor, part_shift, TILES: gl.constexpr,
+                TILE: gl.constexpr, LAYOUT: gl.constexpr, ARITH: gl.constexpr):
+    """Write a block's span of the output: its exps (an fp32 span's, kept in place; a half span's, computed again)
+    times its factor."""
     for t in gl.static_range(TILES):
-        if x_ptr.dtype.element_ty == gl.float32:
+        if x_row.dtype.element_ty == gl.float32:
             e = staged.index(t).load(LAYOUT)
         else:
             e = _exp_gap(_tile(staged, x_row, t, cols, n_cols, xsd, TILE, LAYOUT, True), part_shift, ARITH)
@@ -238,7 +187,31 @@ def cluster_kernel(y_ptr, x_ptr, n_cols, size1, size2, xs0, xs1, xs2, xsd, ys0, 
             y = _times_float64(e, factor)
         else:
             y = e * factor
-        gl.store(y_row + (cols + t * TILE) * ysd, y.to(y_ptr.dtype.element_ty), mask=(cols + t * TILE) < n_cols)
+        gl.store(y_row + (cols + t * TILE) * ysd, y.to(y_row.dtype.element_ty), mask=(cols + t * TILE) < n_cols)
+
+
+@gluon.jit(do_not_specialize=["size1", "size2", "xs0", "xs1", "xs2", "ys0", "ys1", "ys2"])
+def cluster_kernel(y_ptr, x_ptr, n_cols, size1, size2, xs0, xs1, xs2, xsd, ys0, ys1, ys2, ysd,
+                   C: gl.constexpr, SPAN: gl.constexpr, TILE: gl.constexpr, LAYOUT: gl.constexpr,
+                   ARITH: gl.constexpr, ALIGNED: gl.constexpr, UNIT: gl.constexpr, ASYNC: gl.constexpr):
+    """A row a cluster of C blocks (the grid: a cluster a row).  ASYNC: the span staged by ``cp.async`` (unit
+    column stride, rows and row length in 16-byte units); else by ordinary loads into the same layout."""
+    gl.static_assert(ARITH == PRECISE or ARITH == HALF_RECIPROCAL, "the cluster path computes as CUDA's fp32 or half")
+    gl.static_assert(ARITH != PRECISE or SPAN <= 32768, "a span's fixed-point sum must fit 63 bits")
+    TILES: gl.constexpr = SPAN // TILE
+    mailbox = _mailbox(C, ARITH == PRECISE)
+    staged = gl.allocate_shared_memory(x_ptr.dtype.element_ty, [TILES, C, TILE],
+                                       gl.SwizzledSharedLayout(1, 1, 1, [1, 0], _blocks_bases(C, 0, 2)))
+    row = gl.program_id(0).to(gl.int64)
+    cols = _span_columns(C, SPAN, TILE, LAYOUT, UNIT)
+    x_row = x_ptr + _row_base(row, size1, size2, xs0, xs1, xs2, ALIGNED)
+    _stage_span(staged, x_row, cols, n_cols, xsd, TILES, TILE, ASYNC)
+    # Maxima and sums run elementwise over the tiles, reduced across the block's threads once.
+    part_max, part_sum = _span_pair(staged, x_row, cols, n_cols, xsd, TILES, TILE, LAYOUT, ARITH, True, ASYNC)
+    row_max, total = _posted_pairs(part_max, part_sum, mailbox, C, LAYOUT)
+    factor, part_shift = _span_factor(part_max, row_max, total, ARITH)
+    y_row = y_ptr + _row_base(row, size1, size2, ys0, ys1, ys2, ALIGNED)
+    _write_span(y_row, staged, x_row, cols, n_cols, xsd, ysd, factor, part_shift, TILES, TILE, LAYOUT, ARITH)
 
 
 def cluster_layout(ctas: int, warps: int, element_size: int) -> gl.BlockedLayout:
@@ -249,20 +222,16 @@ def cluster_layout(ctas: int, warps: int, element_size: int) -> gl.BlockedLayout
 
 
 def launch_cluster(y, x, n_rows: int, n_cols: int, sizes, xs, ys, xsd: int, ysd: int, *, ctas: int, span: int,
-                   tile: int, num_warps: int, arith: int, aligned: bool, groups: int = 1,
-                   wait_ns: int = GRID_WAIT_NS) -> None:
-    """Launch cluster_kernel over the rows of x, a cluster of ``ctas`` blocks a row or ``groups`` blocks meeting
-    through global memory (``sizes`` and the strides ``xs``, ``ys``: the merged dims that index the rows, as
-    ``layout.row_layout`` gives them; ``aligned``: every outer stride a multiple of 16; ``wait_ns``: how long a
-    block waits for the others' pairs before reading their spans itself)."""
-    unit = xsd == 1 and ysd == 1
-    copies = unit and aligned and n_cols % 16 == 0 and x.data_ptr() % VECTOR_BYTES == 0
-    pairs = flags = y  # unused by a cluster
-    if groups > 1:
-        pairs = torch.empty(n_rows * groups * 2, dtype=torch.float64 if arith == PRECISE.value else torch.float32,
-                            device=x.device)
-        flags = torch.zeros(n_rows * groups, dtype=torch.int32, device=x.device)
-    cluster_kernel[(n_rows * groups,)](y, x, n_cols, sizes[1], sizes[2], *xs, xsd, *ys, ysd, pairs, flags, wait_ns,
-                                       C=ctas, G=groups, SPAN=span, TILE=tile,
-                                       LAYOUT=cluster_layout(ctas, num_warps, x.element_size()), ARITH=arith,
-                                       ALIGNED=aligned, UNIT=unit, ASYNC=copies, num_warps=num_warps, num_ctas=ctas)
+                   tile: int, num_warps: int, arith: int, aligned: bool) -> None:
+    """Launch cluster_kernel over the rows of x, a cluster a row (``sizes`` and the strides ``xs``, ``ys``: the
+    merged dims that index the rows, as ``layout.row_layout`` gives them; ``aligned``: every outer stride a
+    multiple of 16)."""
+    cluster_kernel[(n_rows,)](y, x, n_cols, sizes[1], sizes[2], *xs, xsd, *ys, ysd, C=ctas, SPAN=span, TILE=tile,
+                              LAYOUT=cluster_layout(ctas, num_warps, x.element_size()), ARITH=arith,
+                              ALIGNED=aligned, UNIT=xsd == 1 and ysd == 1, ASYNC=copies(x, n_cols, xsd, ysd, aligned),
+                              num_warps=num_warps, num_ctas=ctas)
+
+
+def copies(x, n_cols: int, xsd: int, ysd: int, aligned: bool) -> bool:
+    """Whether a span may be staged by ``cp.async``: unit column strides, rows and row length in 16-byte units."""
+    return xsd == 1 and ysd == 1 and aligned and n_cols % 16 == 0 and x.data_ptr() % VECTOR_BYTES == 0

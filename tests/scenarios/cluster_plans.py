@@ -21,19 +21,18 @@ from kernels.full_softmax.cuda_plan import (GPU_CLUSTER_SPANS_PER_SM, GPU_ROW_EL
 POINTERS = {4: "*fp32", 2: "*bf16"}
 RESERVED = 1024  # shared memory CUDA keeps for itself in each block (sm_80 on)
 SIGNATURE = {"n_cols": "i32", "size1": "i64", "size2": "i64", "xs0": "i64", "xs1": "i64", "xs2": "i64",
-             "ys0": "i64", "ys1": "i64", "ys2": "i64", "flags_ptr": "*i32", "wait_ns": "i64"}
+             "ys0": "i64", "ys1": "i64", "ys2": "i64"}
 
 
 def compile_plan(n: int, element_size: int, precise: bool, capability: int) -> int:
     """Compile the cluster plan of rows of n for ``capability``, contiguous and aligned rows (the cp.async staging);
     the shared memory a block takes, in bytes."""
     settings = cluster_settings(shape_class(n, element_size, False), HOPPER_CLUSTERS)
-    constants = {"xsd": 1, "ysd": 1, "C": settings.ctas, "G": 1, "SPAN": n // settings.ctas, "TILE": settings.columns,
+    constants = {"xsd": 1, "ysd": 1, "C": settings.ctas, "SPAN": n // settings.ctas, "TILE": settings.columns,
                  "LAYOUT": cluster_layout(settings.ctas, settings.num_warps, element_size),
                  "ARITH": (PRECISE if precise else HALF_RECIPROCAL).value, "ALIGNED": True, "UNIT": True,
                  "ASYNC": True}
     signature = {"y_ptr": "*fp32" if precise else POINTERS[element_size], "x_ptr": POINTERS[element_size],
-                 "pairs_ptr": "*fp64" if precise else "*fp32",
                  **SIGNATURE, **{name: "constexpr" for name in constants}}
     order = list(cluster_kernel.arg_names)
     signature = {name: signature[name] for name in order}
