@@ -101,6 +101,19 @@ def _posted_pairs(part_max, part_sum, mailbox, C: gl.constexpr, LAYOUT: gl.const
 
 
 @gluon.jit
+def _stage_span(staged, x_row, cols, n_cols, xsd, TILES: gl.constexpr, TILE: gl.constexpr, ASYNC: gl.constexpr):
+    """Copy a block's span into its shared memory: by ``cp.async``, a copy group a tile, all in flight together
+    (ASYNC); else by ordinary loads into the same layout."""
+    for t in gl.static_range(TILES):
+        inside = (cols + t * TILE) < n_cols
+        if ASYNC:
+            async_copy.async_load(staged.index(t), x_row + (cols + t * TILE) * xsd, mask=inside)
+            async_copy.commit_group()
+        else:
+            staged.index(t).store(gl.load(x_row + (cols + t * TILE) * xsd, mask=inside))
+
+
+@gluon.jit
 def _tile(staged, x_row, t: gl.constexpr, cols, n_cols, xsd, TILE: gl.constexpr, LAYOUT: gl.constexpr,
           STAGED: gl.constexpr):
     """Tile t of a span in fp32, -inf past the row's end: from the block's shared memory (STAGED) or from memory."""
@@ -144,19 +157,6 @@ def _span_pair(staged, x_row, cols, n_cols, xsd, TILES: gl.constexpr, TILE: gl.c
     else:
         part_sum = gl.sum(floats, axis=1)
     return part_max, part_sum
-
-
-@gluon.jit
-def _stage_span(staged, x_row, cols, n_cols, xsd, TILES: gl.constexpr, TILE: gl.constexpr, ASYNC: gl.constexpr):
-    """Copy a block's span into its shared memory: by ``cp.async``, a copy group a tile, all in flight together
-    (ASYNC); else by ordinary loads into the same layout."""
-    for t in gl.static_range(TILES):
-        inside = (cols + t * TILE) < n_cols
-        if ASYNC:
-            async_copy.async_load(staged.index(t), x_row + (cols + t * TILE) * xsd, mask=inside)
-            async_copy.commit_group()
-        else:
-            staged.index(t).store(gl.load(x_row + (cols + t * TILE) * xsd, mask=inside))
 
 
 @gluon.jit
