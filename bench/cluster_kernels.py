@@ -28,9 +28,9 @@ not started, and every block merges the pairs in the same order.  Measured on an
 slower than the cluster: a row's blocks are not scheduled together, and a block keeps its share of an SM while it
 waits for the others.
 
-The held and reread kernels' arithmetic is full_softmax's but for the sums: for fp32 outputs the gap's rounding error recovered,
-libdevice expf, the sum compensated (an fp32 pair, its error some n 2^-46 of the sum) and the product by the
-float64 reciprocal; for half outputs ``exp`` and the correctly rounded reciprocal.
+The held and reread kernels' arithmetic is full_softmax's but for the sums: for fp32 outputs the gap's rounding
+error recovered, libdevice expf, the sum compensated (an fp32 pair, its error some n 2^-46 of the sum) and the
+product by the float64 reciprocal; for half outputs ``exp`` and the correctly rounded reciprocal.
 """
 
 import torch
@@ -56,8 +56,6 @@ def _arith(precise):
     return PRECISE_ARITH.value if precise else HALF_RECIPROCAL.value
 
 
-
-
 @gluon.jit
 def _add_compensated(high_a, low_a, high_b, low_b):
     """The sum of two (high, low) pairs, the rounding error of the highs' sum kept (TwoSum)."""
@@ -75,8 +73,6 @@ def _block_sums(e, PRECISE: gl.constexpr):
     else:
         total = gl.sum(e, axis=1)
     return total
-
-
 
 
 @gluon.jit
@@ -100,14 +96,6 @@ def _normalised(e, total, PRECISE: gl.constexpr):
     return y
 
 
-
-
-
-
-
-
-
-
 @gluon.jit
 def _row_total(part_max, part_sum, mailbox, PRECISE: gl.constexpr, EXCHANGE: gl.constexpr, C: gl.constexpr,
                LAYOUT: gl.constexpr):
@@ -124,8 +112,6 @@ def _row_total(part_max, part_sum, mailbox, PRECISE: gl.constexpr, EXCHANGE: gl.
         total = gl.sum(gl.where((part_max == -float("inf")) & (part_sum == part_sum), 0.0,
                                 part_sum * _rescale(part_max, shift, _arith(PRECISE))), axis=0)
     return row_max, total
-
-
 
 
 @gluon.jit(do_not_specialize=["size1", "size2", "xs0", "xs1", "xs2", "ys0", "ys1", "ys2"])
@@ -217,8 +203,8 @@ def _grid_pairs(part_max, part_sum, pairs_ptr, flags_ptr, row, g, wait_ns, x_row
         for k in range(G):
             if gl.sum(((j == k) & (arrived == 0)).to(gl.int32), axis=0) > 0:
                 cols = _span_columns(1, SPAN, TILE, LAYOUT, UNIT) + k * SPAN
-                late_max, late_sum = _span_pair(x_row, x_row, cols, n_cols, xsd, SPAN // TILE, TILE, LAYOUT, ARITH,
-                                                False, False)
+                late_max, _, late_sum = _span_pair(x_row, x_row, cols, n_cols, xsd, SPAN // TILE, TILE, LAYOUT,
+                                                   ARITH, False, False)
                 maxima = gl.where(j == k, gl.max(late_max, axis=0), maxima)
                 sums = gl.where(j == k, gl.max(late_sum, axis=0).to(sums.dtype), sums)
     return gl.reduce((maxima, sums), 0, _merge_spans)
@@ -238,10 +224,11 @@ def grid_kernel(y_ptr, x_ptr, n_cols, row_stride_x, row_stride_y, pairs_ptr, fla
     cols = _span_columns(1, SPAN, TILE, LAYOUT, True) + g * SPAN
     x_row = x_ptr + _row_base(row, 1, 1, row_stride_x, 0, 0, ALIGNED)
     _stage_span(staged, x_row, cols, n_cols, 1, TILES, TILE, ASYNC)
-    part_max, part_sum = _span_pair(staged, x_row, cols, n_cols, 1, TILES, TILE, LAYOUT, ARITH, True, ASYNC)
+    part_max, part_shift, part_sum = _span_pair(staged, x_row, cols, n_cols, 1, TILES, TILE, LAYOUT, ARITH, True,
+                                                ASYNC)
     row_max, total = _grid_pairs(part_max, part_sum, pairs_ptr, flags_ptr, row, g, wait_ns, x_row, n_cols, 1, G,
                                  SPAN, TILE, LAYOUT, ARITH, True)
-    factor, part_shift = _span_factor(part_max, row_max, total, ARITH)
+    factor = _span_factor(part_max, row_max, total, ARITH)
     y_row = y_ptr + _row_base(row, 1, 1, row_stride_y, 0, 0, ALIGNED)
     _write_span(y_row, staged, x_row, cols, n_cols, 1, 1, factor, part_shift, TILES, TILE, LAYOUT, ARITH)
 

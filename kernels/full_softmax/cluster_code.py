@@ -128,10 +128,10 @@ def _tile(staged, x_row, t: gl.constexpr, cols, n_cols, xsd, TILE: gl.constexpr,
 @gluon.jit
 def _span_pair(staged, x_row, cols, n_cols, xsd, TILES: gl.constexpr, TILE: gl.constexpr, LAYOUT: gl.constexpr,
                ARITH: gl.constexpr, STAGED: gl.constexpr, ASYNC: gl.constexpr):
-    """A span's (maximum, sum of exp(x - maximum)), [C] each: from its staged tiles (STAGED; ASYNC: waiting on
-    each tile's copy group as it lands; an fp32 span's exps replace it in place), or read from memory in the
-    same layout, to the same bits (bench/cluster_kernels.py's grid kernel: a span another block has not posted
-    in time)."""
+    """A span's maximum ([C]), its shift ([C, 1]: the maximum, 0 for a span of -inf) and its sum of
+    exp(x - shift) ([C]): from its staged tiles (STAGED; ASYNC: waiting on each tile's copy group as it lands; an
+    fp32 span's exps replace it in place), or read from memory in the same layout, to the same bits
+    (bench/cluster_kernels.py's grid kernel: a span another block has not posted in time)."""
     top = gl.full([cols.shape[0], TILE], -float("inf"), gl.float32, layout=LAYOUT)
     for t in gl.static_range(TILES):
         if ASYNC:
@@ -156,21 +156,20 @@ def _span_pair(staged, x_row, cols, n_cols, xsd, TILES: gl.constexpr, TILE: gl.c
         part_sum = gl.where(nan_check == nan_check, part_sum, float("nan"))
     else:
         part_sum = gl.sum(floats, axis=1)
-    return part_max, part_sum
+    return part_max, part_shift, part_sum
 
 
 @gluon.jit
 def _span_factor(part_max, row_max, total, ARITH: gl.constexpr):
     """The factor that takes a block's exps from its span's maximum to the row's and divides them by the row's sum,
-    and the span's shift (its maximum, 0 for a span of -inf), [C, 1] each."""
+    [C, 1]."""
     shift = gl.where(row_max == -float("inf"), 0.0, row_max)
-    part_shift = gl.expand_dims(gl.where(part_max == -float("inf"), 0.0, part_max), 1)
     # A row of -inf: its sum is 0 and its outputs 0 * (1 / 0), NaN, as torch's.
     if ARITH == PRECISE:
         factor = gl.expand_dims(_rescale(part_max, shift, ARITH) / total, 1)
     else:
         factor = gl.expand_dims(_rescale(part_max, shift, ARITH) * gl.div_rn(1.0, total), 1)
-    return factor, part_shift
+    return factor
 
 
 @gluon.jit
@@ -207,9 +206,10 @@ def cluster_kernel(y_ptr, x_ptr, n_cols, size1, size2, xs0, xs1, xs2, xsd, ys0, 
     x_row = x_ptr + _row_base(row, size1, size2, xs0, xs1, xs2, ALIGNED)
     _stage_span(staged, x_row, cols, n_cols, xsd, TILES, TILE, ASYNC)
     # Maxima and sums run elementwise over the tiles, reduced across the block's threads once.
-    part_max, part_sum = _span_pair(staged, x_row, cols, n_cols, xsd, TILES, TILE, LAYOUT, ARITH, True, ASYNC)
+    part_max, part_shift, part_sum = _span_pair(staged, x_row, cols, n_cols, xsd, TILES, TILE, LAYOUT, ARITH, True,
+                                                ASYNC)
     row_max, total = _posted_pairs(part_max, part_sum, mailbox, C, LAYOUT)
-    factor, part_shift = _span_factor(part_max, row_max, total, ARITH)
+    factor = _span_factor(part_max, row_max, total, ARITH)
     y_row = y_ptr + _row_base(row, size1, size2, ys0, ys1, ys2, ALIGNED)
     _write_span(y_row, staged, x_row, cols, n_cols, xsd, ysd, factor, part_shift, TILES, TILE, LAYOUT, ARITH)
 
