@@ -41,8 +41,8 @@ from triton.experimental.gluon._runtime import constexpr_function
 
 from kernels.full_softmax.arithmetic import HALF_RECIPROCAL, PRECISE as PRECISE_ARITH, arithmetic
 from kernels.full_softmax.cluster_code import (_mailbox, _merge_spans, _posted_pairs, _row_base, _span_columns,
-                                               _span_factor, _span_pair, _stage_span, _write_span, cluster_layout,
-                                               copies, launch_cluster)
+                                               _span_factor, _span_max, _span_sum, _stage_span, _write_span,
+                                               cluster_layout, copies, launch_cluster)
 from kernels.full_softmax.triton_code import _exp_gap, _rescale, _times_float64
 
 GRID_WAIT_NS = 200_000  # a block of grid_kernel waits this long for its row's other blocks' pairs, many times a
@@ -184,9 +184,9 @@ def _grid_pairs(part_max, part_sum, pairs_ptr, flags_ptr, row, g, wait_ns, x_row
                 UNIT: gl.constexpr):
     """The row's maximum and sum from its G blocks' pairs, met through global memory: each block stores its pair
     in the row's slot g and raises its flag (a release), then waits up to ``wait_ns`` for the G flags (an
-    acquire each); a span whose pair has not come by then it reads from memory itself (``_span_pair``, the same
-    bits).  So no block waits on one that has not started, whatever the order the blocks run in, and the pairs
-    merge in the order of g in every block.  Returned as scalars."""
+    acquire each); a span whose pair has not come by then it reads from memory itself (``_span_max``,
+    ``_span_sum``: the same bits).  So no block waits on one that has not started, whatever the order the blocks run
+    in, and the pairs merge in the order of g in every block.  Returned as scalars."""
     W: gl.constexpr = gl.num_warps()
     slots: gl.constexpr = gl.BlockedLayout([1], [32], [W], [0])
     first = row * G
@@ -203,8 +203,10 @@ def _grid_pairs(part_max, part_sum, pairs_ptr, flags_ptr, row, g, wait_ns, x_row
         for k in range(G):
             if gl.sum(((j == k) & (arrived == 0)).to(gl.int32), axis=0) > 0:
                 cols = _span_columns(1, SPAN, TILE, LAYOUT, UNIT) + k * SPAN
-                late_max, _, late_sum = _span_pair(x_row, x_row, cols, n_cols, xsd, SPAN // TILE, TILE, LAYOUT,
-                                                   ARITH, False, False)
+                late_max, late_shift = _span_max(x_row, None, x_row, cols, n_cols, xsd, SPAN // TILE, TILE, LAYOUT,
+                                                 False, False)
+                late_sum = _span_sum(x_row, None, x_row, cols, n_cols, xsd, late_shift, SPAN // TILE, TILE, LAYOUT,
+                                     ARITH, False)
                 maxima = gl.where(j == k, gl.max(late_max, axis=0), maxima)
                 sums = gl.where(j == k, gl.max(late_sum, axis=0).to(sums.dtype), sums)
     return gl.reduce((maxima, sums), 0, _merge_spans)
@@ -224,8 +226,8 @@ def grid_kernel(y_ptr, x_ptr, n_cols, row_stride_x, row_stride_y, pairs_ptr, fla
     cols = _span_columns(1, SPAN, TILE, LAYOUT, True) + g * SPAN
     x_row = x_ptr + _row_base(row, 1, 1, row_stride_x, 0, 0, ALIGNED)
     _stage_span(staged, x_row, cols, n_cols, 1, TILES, TILE, ASYNC)
-    part_max, part_shift, part_sum = _span_pair(staged, x_row, cols, n_cols, 1, TILES, TILE, LAYOUT, ARITH, True,
-                                                ASYNC)
+    part_max, part_shift = _span_max(staged, None, x_row, cols, n_cols, 1, TILES, TILE, LAYOUT, True, ASYNC)
+    part_sum = _span_sum(staged, None, x_row, cols, n_cols, 1, part_shift, TILES, TILE, LAYOUT, ARITH, True)
     row_max, total = _grid_pairs(part_max, part_sum, pairs_ptr, flags_ptr, row, g, wait_ns, x_row, n_cols, 1, G,
                                  SPAN, TILE, LAYOUT, ARITH, True)
     factor = _span_factor(part_max, row_max, total, ARITH)
@@ -253,18 +255,20 @@ def launch(setting: tuple, x: torch.Tensor, y: torch.Tensor) -> None:
     """y = softmax(x) over the rows of 2-D ``x`` (contiguous columns), a cluster a row, with ``setting``: ("held",
     blocks, warps, None) or ("reread", blocks, warps, tile), a kind ending in "-merged" or "-posted" meeting so;
     ("staged-posted", blocks, warps, tile): full_softmax's cluster path (kernels/full_softmax/cluster_code.py);
+    ("staged-held", blocks, warps, tile, held, even, registers): its kernel with held columns and the rest;
     ("staged-grid", blocks, warps, tile): its row over blocks of the grid, meeting through global memory."""
-    kind, ctas, warps, tile = setting
+    kind, ctas, warps, tile = setting[:4]
     rows, n = x.shape
     span = triton.next_power_of_2(n) // ctas
     aligned = x.stride(0) % 16 == 0 and y.stride(0) % 16 == 0
     if kind == "staged-grid":
         launch_grid(y, x, blocks=ctas, tile=tile, num_warps=warps)
         return
-    if kind == "staged-posted":
+    if kind.startswith("staged"):
+        held, even, registers = setting[4:] if kind == "staged-held" else (0, False, None)
         launch_cluster(y, x, rows, n, (rows, 1, 1), (x.stride(0), 0, 0), (y.stride(0), 0, 0), 1, 1, ctas=ctas,
                        span=span, tile=tile, num_warps=warps, arith=arithmetic(y.device, False, y.dtype),
-                       aligned=aligned)
+                       aligned=aligned, held=held, even=even and n == ctas * span, registers=registers)
         return
     common = dict(C=ctas, SPAN=span, LAYOUT=cluster_layout(ctas, warps, x.element_size()),
                   PRECISE=y.dtype == torch.float32, ALIGNED=aligned, UNIT=True, EXCHANGE=exchange_of(kind),

@@ -5,8 +5,9 @@ of 2^15 to 2^20 (the bench's shapes, ``bench/bandwidth_method.py``), it times a 
 full_softmax, QuACK where it imports, and the kernels of ``bench/cluster_kernels.py`` and full_softmax's cluster
 kernel in every setting that fits (a span held in registers at 16 to 128 elements a thread; a span reread in tiles;
 a span staged in shared memory in 1 to 64 tiles, the blocks meeting in a cluster or, spans of 16 to 128 KB,
-through global memory), each checked against the float64 softmax of its first rows (fp32: the largest error in
-ulps).  Prints a line per row length and writes ``--out`` (JSON), as it goes.
+through global memory; a span of 64 or 128 KB partly held in registers, partly staged), each checked against the
+float64 softmax of its first rows (fp32: the largest error in ulps).  Prints a line per row length and writes
+``--out`` (JSON), as it goes.
 
     python bench/cluster_sweep.py --out sweep.json
     python bench/cluster_sweep.py --compile-only   # any machine with Triton 3.9: compile for sm_90, show the exchange
@@ -39,6 +40,8 @@ from kernels.full_softmax import softmax as full_softmax  # noqa: E402
 
 LENGTHS = [1 << k for k in range(15, 21)]
 STAGED_BYTES = 200 * 1024  # a block's span in shared memory: of the H100's 227 KB a block, room for the rest
+SM_SHARED_BYTES = 228 * 1024  # an SM's shared memory (H100, H200), for the blocks a "staged-held" setting fits
+SM_REGISTERS = 65536  # an SM's 32-bit registers (sm_90), shared by its blocks' threads
 GRID_SPAN_BYTES = (16384, 131072)  # a block's span over the grid: 12 blocks an SM to one
 ELEMENTS = 1 << 26  # rows of a length: this many elements in all, at least 2048 rows of the shorter
 
@@ -73,6 +76,36 @@ def settings(n: int, element_size: int) -> list[tuple]:
                             and (element_size == 2 or n // ctas <= 32768)
                             and (kind == "staged-posted" or GRID_SPAN_BYTES[0] <= span_bytes <= GRID_SPAN_BYTES[1])):
                         found.append((kind, ctas, warps, tile))
+    return found + held_settings(n, element_size)
+
+
+def held_settings(n: int, element_size: int) -> list[tuple]:
+    """("staged-held", C, warps, tile, held, even, registers): full_softmax's cluster kernel with a span of 64 or
+    128 KB, its first ``held`` columns (0, a quarter or half of it) in registers and the rest staged; ``even``
+    whether its masks fold away (rows of C x span; also without, where nothing is held: the path as it runs);
+    ``registers`` a thread's limit for the most blocks an SM's shared memory and registers hold (None: the
+    compiler's choice)."""
+    vector = VECTOR_BYTES // element_size
+    found = []
+    for ctas in (8, 16):
+        span = n // ctas
+        if span * element_size not in (65536, 131072) or (element_size == 4 and span > 32768):
+            continue
+        for warps in (4, 8, 16):
+            threads = warps * 32
+            tile = threads * vector * 2  # two 16-byte copies a thread, as the cluster path's settings take
+            if True:
+                for held in (0, span // 4, span // 2):
+                    staged_bytes = (span - held) * element_size
+                    if held % tile or staged_bytes < tile * element_size:
+                        continue
+                    data = held * element_size // 4 // threads  # registers a thread holds of the span
+                    blocks = min(SM_SHARED_BYTES // (staged_bytes + 1024), 4)
+                    most = min(255, SM_REGISTERS // (blocks * threads) // 8 * 8)
+                    limits = {None} | ({most} if max(64, data + 40) <= most < 255 else set())
+                    for registers in sorted(limits, key=lambda r: r or 256):
+                        for even in ((True, False) if held == 0 and registers is None else (True,)):
+                            found.append(("staged-held", ctas, warps, tile, held, even, registers))
     return found
 
 
@@ -88,7 +121,8 @@ def compile_one(job: tuple) -> str:
         return f"{type(error).__name__}: {str(error).splitlines()[-1][:200] if str(error) else ''}"
 
 
-KERNELS = {"held": held_kernel, "reread": reread_kernel, "staged-posted": cluster_kernel, "staged-grid": grid_kernel}
+KERNELS = {"held": held_kernel, "reread": reread_kernel, "staged-posted": cluster_kernel, "staged-grid": grid_kernel,
+           "staged-held": cluster_kernel}
 CLUSTER_CODE = ("barrier.cluster.arrive", "shared::cluster", ".reqnctapercluster")  # PTX of the exchange
 GRID_CODE = ("fence.release.gpu", "globaltimer")  # of the exchange through global memory: the flag, the wait
 SIGNATURE = {"y_ptr": None, "x_ptr": None, "n_cols": "i32", "size1": "i64", "size2": "i64", "xs0": "i64",
@@ -98,12 +132,14 @@ COMPILED = [(("held", 16, 8, None), "fp32"), (("reread", 16, 8, 2048), "bf16"), 
             (("held-posted", 16, 8, None), "fp32"), (("reread-posted", 16, 8, 2048), "bf16"),
             (("staged-posted", 16, 8, 2048), "fp32"), (("staged-posted", 16, 4, 2048), "bf16"),
             (("staged-posted", 16, 4, 2048), "bf16-strided"),  # staged by loads, not cp.async
-            (("staged-grid", 16, 4, 2048), "fp32"), (("staged-grid", 8, 8, 4096), "bf16")]  # no cluster: GRID_CODE
+            (("staged-grid", 16, 4, 2048), "fp32"), (("staged-grid", 8, 8, 4096), "bf16"),  # no cluster: GRID_CODE
+            (("staged-held", 8, 8, 2048, 16384, True, 128), "fp32"), (("staged-held", 8, 16, 8192, 16384, True, None),
+                                                                      "bf16")]
 
 
 def constants_of(setting: tuple, dtype: str) -> dict:
     """The constexprs of a setting's kernel for rows of 2^18 of ``dtype`` ("bf16-strided": columns of any stride)."""
-    kind, ctas, warps, tile = setting
+    kind, ctas, warps, tile = setting[:4]
     element_size = 4 if dtype == "fp32" else 2
     unit = not dtype.endswith("strided")
     constants = {"C": ctas, "SPAN": (1 << 18) // ctas, "LAYOUT": cluster_layout(ctas, warps, element_size),
@@ -113,7 +149,9 @@ def constants_of(setting: tuple, dtype: str) -> dict:
         return {"G": ctas, "SPAN": (1 << 18) // ctas, "TILE": tile, "LAYOUT": cluster_layout(1, warps, element_size),
                 "ARITH": arith, "ALIGNED": True, "ASYNC": unit}
     if kind == "staged-posted":
-        return constants | {"TILE": tile, "ARITH": arith, "ASYNC": unit}
+        return constants | {"TILE": tile, "ARITH": arith, "ASYNC": unit, "HELD": 0, "EVEN": False}
+    if kind == "staged-held":
+        return constants | {"TILE": tile, "ARITH": arith, "ASYNC": unit, "HELD": setting[4], "EVEN": setting[5]}
     return constants | {"PRECISE": dtype == "fp32", "EXCHANGE": exchange_of(kind)} | ({"TILE": tile} if tile else {})
 
 
@@ -124,7 +162,7 @@ def compile_only() -> bool:
 
     complete = True
     for setting, dtype in COMPILED:
-        kind, ctas, warps, _ = setting
+        kind, ctas, warps, _ = setting[:4]
         constants = constants_of(setting, dtype)
         kernel = KERNELS.get(kind) or KERNELS[kind.partition("-")[0]]
         pointer = f"*{dtype.partition('-')[0]}"
@@ -135,7 +173,8 @@ def compile_only() -> bool:
         source = GluonASTSource(fn=kernel, signature=signature, constexprs=constants,
                                 attrs={(index,): [["tt.divisibility", 16]] for index in (0, 1, 2)})
         ptx = triton.compile(source, target=GPUTarget("cuda", 90, 32),
-                             options={"num_warps": warps, "num_ctas": constants.get("C", 1)}).asm["ptx"]
+                             options={"num_warps": warps, "num_ctas": constants.get("C", 1),
+                                      "maxnreg": setting[6] if kind == "staged-held" else None}).asm["ptx"]
         exchange = GRID_CODE if kind == "staged-grid" else CLUSTER_CODE
         found = {code: ptx.count(code) for code in exchange + ("cp.async.cg",)}
         complete &= all(found[code] for code in exchange) and (found["cp.async.cg"] > 0) == (

@@ -18,6 +18,10 @@ is staged by ordinary loads into the same layout).  The arithmetic is the other 
 rounding error recovered, libdevice expf, exact sums (``_fixed_point_sums``' integers of 2^-47, here kept
 per thread across a span's tiles) and the product by the float64 factor; for half outputs ``exp`` and the
 correctly rounded reciprocal.  Measured on an H100 (docs/speed.md).
+
+Two knobs that ``bench/cluster_sweep.py`` times ("staged-held"), the path's own plans leaving them off: a span's
+first HELD columns held in registers (loaded before the copies; spans of 128 KB, twice a block's shared memory
+share), and EVEN rows of C x SPAN columns, whose masks fold away at compile time.
 """
 
 from triton.experimental import gluon
@@ -126,20 +130,35 @@ def _tile(staged, x_row, t: gl.constexpr, cols, n_cols, xsd, TILE: gl.constexpr,
 
 
 @gluon.jit
-def _span_pair(staged, x_row, cols, n_cols, xsd, TILES: gl.constexpr, TILE: gl.constexpr, LAYOUT: gl.constexpr,
-               ARITH: gl.constexpr, STAGED: gl.constexpr, ASYNC: gl.constexpr):
-    """A span's maximum ([C]), its shift ([C, 1]: the maximum, 0 for a span of -inf) and its sum of
-    exp(x - shift) ([C]): from its staged tiles (STAGED; ASYNC: waiting on each tile's copy group as it lands; an
-    fp32 span's exps replace it in place), or read from memory in the same layout, to the same bits
-    (bench/cluster_kernels.py's grid kernel: a span another block has not posted in time)."""
+def _held_span(x_row, held_cols, n_cols, xsd):
+    """A span's first columns, held in registers: loaded before the staged tiles' copies, -inf past the row's end."""
+    return gl.load(x_row + held_cols * xsd, mask=held_cols < n_cols, other=-float("inf"))
+
+
+@gluon.jit
+def _span_max(staged, held, x_row, cols, n_cols, xsd, TILES: gl.constexpr, TILE: gl.constexpr,
+              LAYOUT: gl.constexpr, STAGED: gl.constexpr, ASYNC: gl.constexpr):
+    """A span's maximum ([C]) and shift ([C, 1]: the maximum, 0 for a span of -inf): of its held columns
+    (``held``, in registers, or None) and its staged tiles (STAGED; ASYNC: waiting on each tile's copy group as it
+    lands), or of its tiles read from memory in the same layout (bench/cluster_kernels.py's grid kernel: a span
+    another block has not posted in time)."""
     top = gl.full([cols.shape[0], TILE], -float("inf"), gl.float32, layout=LAYOUT)
     for t in gl.static_range(TILES):
         if ASYNC:
             async_copy.wait_group(TILES - 1 - t)
         top = gl.maximum(top, _tile(staged, x_row, t, cols, n_cols, xsd, TILE, LAYOUT, STAGED))
     part_max = gl.max(top, axis=1)
+    if held is not None:
+        part_max = gl.maximum(part_max, gl.max(held.to(gl.float32), axis=1))
     # A span of -inf sums exp(-inf - 0) = 0 rather than exp(-inf - -inf) = NaN.
-    part_shift = gl.expand_dims(gl.where(part_max == -float("inf"), 0.0, part_max), 1)
+    return part_max, gl.expand_dims(gl.where(part_max == -float("inf"), 0.0, part_max), 1)
+
+
+@gluon.jit
+def _span_sum(staged, held_exps, x_row, cols, n_cols, xsd, part_shift, TILES: gl.constexpr, TILE: gl.constexpr,
+              LAYOUT: gl.constexpr, ARITH: gl.constexpr, STAGED: gl.constexpr):
+    """A span's sum of exp(x - shift) ([C]): its held columns' exps (``held_exps`` or None) and its tiles' (an
+    fp32 span's staged exps replace it in place), the tiles staged (STAGED) or read from memory, to the same bits."""
     floats = gl.zeros([cols.shape[0], TILE], gl.float32, layout=LAYOUT)
     fixed = gl.zeros([cols.shape[0], TILE], gl.int64, layout=LAYOUT)
     for t in gl.static_range(TILES):
@@ -151,12 +170,18 @@ def _span_pair(staged, x_row, cols, n_cols, xsd, TILES: gl.constexpr, TILE: gl.c
             if x_row.dtype.element_ty == gl.float32:
                 staged.index(t).store(e)
     if ARITH == PRECISE:
-        part_sum = gl.sum(fixed, axis=1).to(gl.float64) * (1.0 / FIXED_POINT_ONE)
-        nan_check = gl.sum(floats, axis=1)
-        part_sum = gl.where(nan_check == nan_check, part_sum, float("nan"))
+        fixed_sum = gl.sum(fixed, axis=1)
+        if held_exps is not None:
+            fixed_sum += gl.sum((held_exps * FIXED_POINT_ONE).to(gl.int64), axis=1)
+        exact = fixed_sum.to(gl.float64) * (1.0 / FIXED_POINT_ONE)
+    float_sum = gl.sum(floats, axis=1)
+    if held_exps is not None:
+        float_sum += gl.sum(held_exps, axis=1)
+    if ARITH == PRECISE:
+        part_sum = gl.where(float_sum == float_sum, exact, float("nan"))
     else:
-        part_sum = gl.sum(floats, axis=1)
-    return part_max, part_shift, part_sum
+        part_sum = float_sum
+    return part_sum
 
 
 @gluon.jit
@@ -182,35 +207,61 @@ def _write_span(y_row, staged, x_row, cols, n_cols, xsd, ysd, factor, part_shift
             e = staged.index(t).load(LAYOUT)
         else:
             e = _exp_gap(_tile(staged, x_row, t, cols, n_cols, xsd, TILE, LAYOUT, True), part_shift, ARITH)
-        if ARITH == PRECISE:
-            y = _times_float64(e, factor)
-        else:
-            y = e * factor
+        y = _scaled(e, factor, ARITH)
         gl.store(y_row + (cols + t * TILE) * ysd, y.to(y_row.dtype.element_ty), mask=(cols + t * TILE) < n_cols)
+
+
+@gluon.jit
+def _scaled(e, factor, ARITH: gl.constexpr):
+    """Exps times a span's factor."""
+    if ARITH == PRECISE:
+        y = _times_float64(e, factor)
+    else:
+        y = e * factor
+    return y
 
 
 @gluon.jit(do_not_specialize=["size1", "size2", "xs0", "xs1", "xs2", "ys0", "ys1", "ys2"])
 def cluster_kernel(y_ptr, x_ptr, n_cols, size1, size2, xs0, xs1, xs2, xsd, ys0, ys1, ys2, ysd,
-                   C: gl.constexpr, SPAN: gl.constexpr, TILE: gl.constexpr, LAYOUT: gl.constexpr,
-                   ARITH: gl.constexpr, ALIGNED: gl.constexpr, UNIT: gl.constexpr, ASYNC: gl.constexpr):
-    """A row a cluster of C blocks (the grid: a cluster a row).  ASYNC: the span staged by ``cp.async`` (unit
-    column stride, rows and row length in 16-byte units); else by ordinary loads into the same layout."""
+                   C: gl.constexpr, SPAN: gl.constexpr, TILE: gl.constexpr, HELD: gl.constexpr,
+                   LAYOUT: gl.constexpr, ARITH: gl.constexpr, ALIGNED: gl.constexpr, UNIT: gl.constexpr,
+                   ASYNC: gl.constexpr, EVEN: gl.constexpr):
+    """A row a cluster of C blocks (the grid: a cluster a row); a span's first HELD columns held in registers (0:
+    none), the rest staged.  ASYNC: staged by ``cp.async`` (unit column stride, rows and row length in 16-byte
+    units); else by ordinary loads into the same layout.  EVEN: rows of C * SPAN, whose masks fold away."""
+    if EVEN:
+        n_cols = C * SPAN
     gl.static_assert(ARITH == PRECISE or ARITH == HALF_RECIPROCAL, "the cluster path computes as CUDA's fp32 or half")
     gl.static_assert(ARITH != PRECISE or SPAN <= 32768, "a span's fixed-point sum must fit 63 bits")
-    TILES: gl.constexpr = SPAN // TILE
+    gl.static_assert(HELD + TILE <= SPAN, "a span stages one tile at least")
+    TILES: gl.constexpr = (SPAN - HELD) // TILE
     mailbox = _mailbox(C, ARITH == PRECISE)
     staged = gl.allocate_shared_memory(x_ptr.dtype.element_ty, [TILES, C, TILE],
                                        gl.SwizzledSharedLayout(1, 1, 1, [1, 0], _blocks_bases(C, 0, 2)))
     row = gl.program_id(0).to(gl.int64)
-    cols = _span_columns(C, SPAN, TILE, LAYOUT, UNIT)
+    cols = _span_columns(C, SPAN, TILE, LAYOUT, UNIT) + HELD
     x_row = x_ptr + _row_base(row, size1, size2, xs0, xs1, xs2, ALIGNED)
+    held = None
+    held_exps = None
+    if HELD > 0:
+        held_cols = _span_columns(C, SPAN, HELD, LAYOUT, UNIT)
+        held = _held_span(x_row, held_cols, n_cols, xsd)
     _stage_span(staged, x_row, cols, n_cols, xsd, TILES, TILE, ASYNC)
     # Maxima and sums run elementwise over the tiles, reduced across the block's threads once.
-    part_max, part_shift, part_sum = _span_pair(staged, x_row, cols, n_cols, xsd, TILES, TILE, LAYOUT, ARITH, True,
-                                                ASYNC)
+    part_max, part_shift = _span_max(staged, held, x_row, cols, n_cols, xsd, TILES, TILE, LAYOUT, True, ASYNC)
+    if HELD > 0:
+        held_exps = _exp_gap(held.to(gl.float32), part_shift, ARITH)
+    part_sum = _span_sum(staged, held_exps, x_row, cols, n_cols, xsd, part_shift, TILES, TILE, LAYOUT, ARITH, True)
     row_max, total = _posted_pairs(part_max, part_sum, mailbox, C, LAYOUT)
     factor = _span_factor(part_max, row_max, total, ARITH)
     y_row = y_ptr + _row_base(row, size1, size2, ys0, ys1, ys2, ALIGNED)
+    if HELD > 0:
+        if x_ptr.dtype.element_ty == gl.float32:
+            y = _scaled(held_exps, factor, ARITH)
+        else:  # a half span keeps its inputs, not their exps: exps of the row's maximum, times 1 / sum
+            row_shift = gl.expand_dims(gl.where(row_max == -float("inf"), 0.0, row_max), 1)
+            y = _exp_gap(held.to(gl.float32), row_shift, ARITH) * gl.expand_dims(gl.div_rn(1.0, total), 1)
+        gl.store(y_row + held_cols * ysd, y.to(y_ptr.dtype.element_ty), mask=held_cols < n_cols)
     _write_span(y_row, staged, x_row, cols, n_cols, xsd, ysd, factor, part_shift, TILES, TILE, LAYOUT, ARITH)
 
 
@@ -222,14 +273,16 @@ def cluster_layout(ctas: int, warps: int, element_size: int) -> gl.BlockedLayout
 
 
 def launch_cluster(y, x, n_rows: int, n_cols: int, sizes, xs, ys, xsd: int, ysd: int, *, ctas: int, span: int,
-                   tile: int, num_warps: int, arith: int, aligned: bool) -> None:
+                   tile: int, num_warps: int, arith: int, aligned: bool, held: int = 0, even: bool = False,
+                   registers: int | None = None) -> None:
     """Launch cluster_kernel over the rows of x, a cluster a row (``sizes`` and the strides ``xs``, ``ys``: the
     merged dims that index the rows, as ``layout.row_layout`` gives them; ``aligned``: every outer stride a
-    multiple of 16)."""
+    multiple of 16; ``held``: columns of a span in registers; ``even``: rows of ctas * span; ``registers``: the
+    most a thread may take)."""
     cluster_kernel[(n_rows,)](y, x, n_cols, sizes[1], sizes[2], *xs, xsd, *ys, ysd, C=ctas, SPAN=span, TILE=tile,
-                              LAYOUT=cluster_layout(ctas, num_warps, x.element_size()), ARITH=arith,
+                              HELD=held, LAYOUT=cluster_layout(ctas, num_warps, x.element_size()), ARITH=arith,
                               ALIGNED=aligned, UNIT=xsd == 1 and ysd == 1, ASYNC=copies(x, n_cols, xsd, ysd, aligned),
-                              num_warps=num_warps, num_ctas=ctas)
+                              EVEN=even, num_warps=num_warps, num_ctas=ctas, maxnreg=registers)
 
 
 def copies(x, n_cols: int, xsd: int, ysd: int, aligned: bool) -> bool:
