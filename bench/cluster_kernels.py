@@ -265,7 +265,7 @@ def launch(setting: tuple, x: torch.Tensor, y: torch.Tensor) -> None:
         launch_grid(y, x, blocks=ctas, tile=tile, num_warps=warps)
         return
     if kind.startswith("staged"):
-        held, even, registers = setting[4:] if kind == "staged-held" else (0, False, None)
+        held, even, registers = setting[4:] if kind == "staged-held" else (0, True, None)
         launch_cluster(y, x, rows, n, (rows, 1, 1), (x.stride(0), 0, 0), (y.stride(0), 0, 0), 1, 1, ctas=ctas,
                        span=span, tile=tile, num_warps=warps, arith=arithmetic(y.device, False, y.dtype),
                        aligned=aligned, held=held, even=even and n == ctas * span, registers=registers)

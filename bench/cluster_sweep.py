@@ -82,8 +82,8 @@ def settings(n: int, element_size: int) -> list[tuple]:
 def held_settings(n: int, element_size: int) -> list[tuple]:
     """("staged-held", C, warps, tile, held, even, registers): full_softmax's cluster kernel with a span of 64 or
     128 KB, its first ``held`` columns (0, a quarter or half of it) in registers and the rest staged; ``even``
-    whether its masks fold away (rows of C x span; also without, where nothing is held: the path as it runs);
-    ``registers`` a thread's limit for the most blocks an SM's shared memory and registers hold (None: the
+    whether its masks fold away (rows of C x span; also without, where nothing is held: the path before it folded
+    them); ``registers`` a thread's limit for the most blocks an SM's shared memory and registers hold (None: the
     compiler's choice)."""
     vector = VECTOR_BYTES // element_size
     found = []
@@ -149,7 +149,7 @@ def constants_of(setting: tuple, dtype: str) -> dict:
         return {"G": ctas, "SPAN": (1 << 18) // ctas, "TILE": tile, "LAYOUT": cluster_layout(1, warps, element_size),
                 "ARITH": arith, "ALIGNED": True, "ASYNC": unit}
     if kind == "staged-posted":
-        return constants | {"TILE": tile, "ARITH": arith, "ASYNC": unit, "HELD": 0, "EVEN": False}
+        return constants | {"TILE": tile, "ARITH": arith, "ASYNC": unit, "HELD": 0, "EVEN": True}
     if kind == "staged-held":
         return constants | {"TILE": tile, "ARITH": arith, "ASYNC": unit, "HELD": setting[4], "EVEN": setting[5]}
     return constants | {"PRECISE": dtype == "fp32", "EXCHANGE": exchange_of(kind)} | ({"TILE": tile} if tile else {})

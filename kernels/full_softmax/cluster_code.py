@@ -19,9 +19,10 @@ rounding error recovered, libdevice expf, exact sums (``_fixed_point_sums``' int
 per thread across a span's tiles) and the product by the float64 factor; for half outputs ``exp`` and the
 correctly rounded reciprocal.  Measured on an H100 (docs/speed.md).
 
-Two knobs that ``bench/cluster_sweep.py`` times ("staged-held"), the path's own plans leaving them off: a span's
-first HELD columns held in registers (loaded before the copies; spans of 128 KB, twice a block's shared memory
-share), and EVEN rows of C x SPAN columns, whose masks fold away at compile time.
+A row of C x SPAN columns (EVEN: a power of two, its class's longest) compiles without masks, which fold away:
+4 to 6 fewer instructions a value, 5 % faster (docs/speed.md).  A span's first HELD columns may be held in
+registers, loaded before the copies, the rest staged (spans of 128 KB, twice a block's share of an SM's shared
+memory): ``bench/cluster_sweep.py`` times it ("staged-held"); the path's plans hold none.
 """
 
 from triton.experimental import gluon
@@ -273,16 +274,17 @@ def cluster_layout(ctas: int, warps: int, element_size: int) -> gl.BlockedLayout
 
 
 def launch_cluster(y, x, n_rows: int, n_cols: int, sizes, xs, ys, xsd: int, ysd: int, *, ctas: int, span: int,
-                   tile: int, num_warps: int, arith: int, aligned: bool, held: int = 0, even: bool = False,
+                   tile: int, num_warps: int, arith: int, aligned: bool, held: int = 0, even: bool | None = None,
                    registers: int | None = None) -> None:
     """Launch cluster_kernel over the rows of x, a cluster a row (``sizes`` and the strides ``xs``, ``ys``: the
     merged dims that index the rows, as ``layout.row_layout`` gives them; ``aligned``: every outer stride a
-    multiple of 16; ``held``: columns of a span in registers; ``even``: rows of ctas * span; ``registers``: the
-    most a thread may take)."""
+    multiple of 16; ``held``: columns of a span in registers; ``even``: compile without masks, by default where the
+    rows are ctas * span long; ``registers``: the most a thread may take)."""
     cluster_kernel[(n_rows,)](y, x, n_cols, sizes[1], sizes[2], *xs, xsd, *ys, ysd, C=ctas, SPAN=span, TILE=tile,
                               HELD=held, LAYOUT=cluster_layout(ctas, num_warps, x.element_size()), ARITH=arith,
                               ALIGNED=aligned, UNIT=xsd == 1 and ysd == 1, ASYNC=copies(x, n_cols, xsd, ysd, aligned),
-                              EVEN=even, num_warps=num_warps, num_ctas=ctas, maxnreg=registers)
+                              EVEN=n_cols == ctas * span if even is None else even, num_warps=num_warps,
+                              num_ctas=ctas, maxnreg=registers)
 
 
 def copies(x, n_cols: int, xsd: int, ysd: int, aligned: bool) -> bool:

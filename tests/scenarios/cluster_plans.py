@@ -31,7 +31,7 @@ def compile_plan(n: int, element_size: int, precise: bool, capability: int) -> i
     constants = {"xsd": 1, "ysd": 1, "C": settings.ctas, "SPAN": n // settings.ctas, "TILE": settings.columns,
                  "LAYOUT": cluster_layout(settings.ctas, settings.num_warps, element_size),
                  "ARITH": (PRECISE if precise else HALF_RECIPROCAL).value, "ALIGNED": True, "UNIT": True,
-                 "ASYNC": True, "HELD": 0, "EVEN": True}
+                 "ASYNC": True, "HELD": 0, "EVEN": False}
     signature = {"y_ptr": "*fp32" if precise else POINTERS[element_size], "x_ptr": POINTERS[element_size],
                  **SIGNATURE, **{name: "constexpr" for name in constants}}
     order = list(cluster_kernel.arg_names)
