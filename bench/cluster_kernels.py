@@ -43,7 +43,7 @@ from kernels.full_softmax.arithmetic import HALF_RECIPROCAL, PRECISE as PRECISE_
 from kernels.full_softmax.cluster_code import (_mailbox, _merge_spans, _posted_pairs, _row_base, _span_columns,
                                                _span_factor, _span_max, _span_sum, _stage_span, _write_span,
                                                cluster_layout, copies, launch_cluster)
-from kernels.full_softmax.triton_code import _exp_gap, _rescale, _times_float64
+from kernels.full_softmax.triton_code import _exp_gap, _rescale, _shift, _times_float64
 
 GRID_WAIT_NS = 200_000  # a block of grid_kernel waits this long for its row's other blocks' pairs, many times a
 # block's life, then reads the spans whose pairs have not come (a block that has not started: the grid past what
@@ -107,7 +107,7 @@ def _row_total(part_max, part_sum, mailbox, PRECISE: gl.constexpr, EXCHANGE: gl.
         row_max, total = gl.reduce((part_max, part_sum), 0, _merge_spans)
     else:
         row_max = gl.max(part_max, axis=0)
-        shift = gl.where(row_max == -float("inf"), 0.0, row_max)
+        shift = _shift(row_max)
         # A span of -inf adds nothing; a span holding NaN (which max skipped) keeps its NaN sum.
         total = gl.sum(gl.where((part_max == -float("inf")) & (part_sum == part_sum), 0.0,
                                 part_sum * _rescale(part_max, shift, _arith(PRECISE))), axis=0)
@@ -127,16 +127,16 @@ def held_kernel(y_ptr, x_ptr, n_cols, size1, size2, xs0, xs1, xs2, xsd, ys0, ys1
     x = gl.load(x_row + cols * xsd, mask=inside, other=-float("inf")).to(gl.float32)
     if EXCHANGE != "twice":  # each block's exps from its own maximum, rescaled after the one exchange
         part_max = gl.max(x, axis=1)
-        part_shift = gl.expand_dims(gl.where(part_max == -float("inf"), 0.0, part_max), 1)
+        part_shift = gl.expand_dims(_shift(part_max), 1)
         e = _exp_gap(x, part_shift, _arith(PRECISE))
         row_max, total = _row_total(part_max, _block_sums(e, PRECISE), mailbox, PRECISE, EXCHANGE, C, LAYOUT)
-        shift = gl.where(row_max == -float("inf"), 0.0, row_max)
+        shift = _shift(row_max)
         # A row of -inf: its sum is 0 and its outputs 0 * (0 / 0), NaN, as torch's.
         y = _scaled(e, _rescale(part_max, shift, _arith(PRECISE)) / total, PRECISE)
     else:
         row_max = gl.max(gl.max(x, axis=1), axis=0)
         # A row of -inf sums exp(x - 0) = 0, and its output 0 * inf is NaN, as torch's.
-        shift = gl.where(row_max == -float("inf"), 0.0, row_max)
+        shift = _shift(row_max)
         e = _exp_gap(x, shift, _arith(PRECISE))
         y = _normalised(e, gl.sum(_block_sums(e, PRECISE), axis=0), PRECISE)
     y_row = y_ptr + _row_base(row, size1, size2, ys0, ys1, ys2, ALIGNED)
@@ -161,12 +161,12 @@ def reread_kernel(y_ptr, x_ptr, n_cols, size1, size2, xs0, xs1, xs2, xsd, ys0, y
                     eviction_policy="evict_last").to(gl.float32)
         new_max = gl.maximum(part_max, gl.max(x, axis=1))
         # While a span holds only -inf, its sum stays 0 rather than exp(-inf - -inf) = NaN.
-        shift = gl.where(new_max == -float("inf"), 0.0, new_max)
+        shift = _shift(new_max)
         rescale = gl.where(new_max == -float("inf"), 0.0, _rescale(part_max, shift, _arith(PRECISE)))
         part_sum = part_sum * rescale + _block_sums(_exp_gap(x, gl.expand_dims(shift, 1), _arith(PRECISE)), PRECISE)
         part_max = new_max
     row_max, total = _row_total(part_max, part_sum, mailbox, PRECISE, EXCHANGE, C, LAYOUT)
-    shift = gl.where(row_max == -float("inf"), 0.0, row_max)
+    shift = _shift(row_max)
     if EXCHANGE == "posted":  # [C], block k holding element k
         shift = gl.expand_dims(shift, 1)
         total = gl.expand_dims(total, 1)

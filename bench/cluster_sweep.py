@@ -40,8 +40,11 @@ from kernels.full_softmax import softmax as full_softmax  # noqa: E402
 
 LENGTHS = [1 << k for k in range(15, 21)]
 STAGED_BYTES = 200 * 1024  # a block's span in shared memory: of the H100's 227 KB a block, room for the rest
-SM_SHARED_BYTES = 228 * 1024  # an SM's shared memory (H100, H200), for the blocks a "staged-held" setting fits
-SM_REGISTERS = 65536  # an SM's 32-bit registers (sm_90), shared by its blocks' threads
+SM_SHARED_BYTES = 228 * 1024  # an SM's shared memory (H100, H200), for the blocks a "staged-held" setting fits,
+RESERVED_SHARED_BYTES = 1024  # less what CUDA keeps of it for each block;
+SM_REGISTERS = 65536  # an SM's 32-bit registers (sm_90), shared by its blocks' threads, given in units of
+REGISTER_UNIT = 8  # registers a thread;
+OTHER_REGISTERS = 40  # the registers a thread takes beside the held values (a limit below them would spill)
 GRID_SPAN_BYTES = (16384, 131072)  # a block's span over the grid: 12 blocks an SM to one
 ELEMENTS = 1 << 26  # rows of a length: this many elements in all, at least 2048 rows of the shorter
 
@@ -94,18 +97,18 @@ def held_settings(n: int, element_size: int) -> list[tuple]:
         for warps in (4, 8, 16):
             threads = warps * 32
             tile = threads * vector * 2  # two 16-byte copies a thread, as the cluster path's settings take
-            if True:
-                for held in (0, span // 4, span // 2):
-                    staged_bytes = (span - held) * element_size
-                    if held % tile or staged_bytes < tile * element_size:
-                        continue
-                    data = held * element_size // 4 // threads  # registers a thread holds of the span
-                    blocks = min(SM_SHARED_BYTES // (staged_bytes + 1024), 4)
-                    most = min(255, SM_REGISTERS // (blocks * threads) // 8 * 8)
-                    limits = {None} | ({most} if max(64, data + 40) <= most < 255 else set())
-                    for registers in sorted(limits, key=lambda r: r or 256):
-                        for even in ((True, False) if held == 0 and registers is None else (True,)):
-                            found.append(("staged-held", ctas, warps, tile, held, even, registers))
+            for held in (0, span // 4, span // 2):
+                staged_bytes = (span - held) * element_size
+                if held % tile:
+                    continue
+                held_registers = held * element_size // 4 // threads
+                blocks = min(SM_SHARED_BYTES // (staged_bytes + RESERVED_SHARED_BYTES), 4)
+                max_registers = min(255, SM_REGISTERS // (blocks * threads) // REGISTER_UNIT * REGISTER_UNIT)
+                limits = {None} | ({max_registers} if max(64, held_registers + OTHER_REGISTERS) <= max_registers < 255
+                                   else set())
+                for registers in sorted(limits, key=lambda r: r or 256):
+                    for even in ((True, False) if held == 0 and registers is None else (True,)):
+                        found.append(("staged-held", ctas, warps, tile, held, even, registers))
     return found
 
 
@@ -133,8 +136,10 @@ COMPILED = [(("held", 16, 8, None), "fp32"), (("reread", 16, 8, 2048), "bf16"), 
             (("staged-posted", 16, 8, 2048), "fp32"), (("staged-posted", 16, 4, 2048), "bf16"),
             (("staged-posted", 16, 4, 2048), "bf16-strided"),  # staged by loads, not cp.async
             (("staged-grid", 16, 4, 2048), "fp32"), (("staged-grid", 8, 8, 4096), "bf16"),  # no cluster: GRID_CODE
-            (("staged-held", 8, 8, 2048, 16384, True, 128), "fp32"), (("staged-held", 8, 16, 8192, 16384, True, None),
-                                                                      "bf16")]
+            (("staged-held", 8, 8, 2048, 16384, True, 128), "fp32"),
+            (("staged-held", 8, 8, 2048, 8192, False, 128), "fp32"),  # held columns masked
+            (("staged-held", 8, 16, 8192, 16384, True, None), "bf16"),
+            (("staged-held", 8, 8, 4096, 8192, False, 128), "bf16-strided")]  # held and staged by loads
 
 
 def constants_of(setting: tuple, dtype: str) -> dict:

@@ -20,7 +20,7 @@ per thread across a span's tiles) and the product by the float64 factor; for hal
 correctly rounded reciprocal.  Measured on an H100 (docs/speed.md).
 
 A row of C x SPAN columns (EVEN: a power of two, its class's longest) compiles without masks, which fold away:
-4 to 6 fewer instructions a value, 5 % faster (docs/speed.md).  A span's first HELD columns may be held in
+4 to 6 fewer instructions a value, 3 to 5 % faster (docs/speed.md).  A span's first HELD columns may be held in
 registers, loaded before the copies, the rest staged (spans of 128 KB, twice a block's share of an SM's shared
 memory): ``bench/cluster_sweep.py`` times it ("staged-held"); the path's plans hold none.
 """
@@ -32,7 +32,7 @@ from triton.experimental.gluon.language.nvidia.ampere import async_copy
 from triton.experimental.gluon.language.nvidia.hopper import async_store, mbarrier
 
 from .arithmetic import HALF_RECIPROCAL, PRECISE
-from .triton_code import FIXED_POINT_ONE, _exp_gap, _rescale, _row_bases, _times_float64
+from .triton_code import FIXED_POINT_ONE, _exp_gap, _rescale, _row_bases, _shift, _times_float64
 
 VECTOR_BYTES = 16  # a thread's piece of a row: one 16-byte copy
 
@@ -69,7 +69,7 @@ def _merge_spans(max_a, sum_a, max_b, sum_b):
     """Two spans' (maximum, sum of exp(x - maximum)) as one: the sums rescaled to the larger maximum (in the
     sums' precision).  A span of -inf adds 0, not exp(-inf - -inf) = NaN; a NaN sum stays NaN."""
     top = gl.maximum(max_a, max_b)
-    shift = gl.where(top == -float("inf"), 0.0, top).to(sum_a.dtype)
+    shift = _shift(top).to(sum_a.dtype)
     return top, sum_a * gl.exp(max_a.to(sum_a.dtype) - shift) + sum_b * gl.exp(max_b.to(sum_b.dtype) - shift)
 
 
@@ -151,8 +151,7 @@ def _span_max(staged, held, x_row, cols, n_cols, xsd, TILES: gl.constexpr, TILE:
     part_max = gl.max(top, axis=1)
     if held is not None:
         part_max = gl.maximum(part_max, gl.max(held.to(gl.float32), axis=1))
-    # A span of -inf sums exp(-inf - 0) = 0 rather than exp(-inf - -inf) = NaN.
-    return part_max, gl.expand_dims(gl.where(part_max == -float("inf"), 0.0, part_max), 1)
+    return part_max, gl.expand_dims(_shift(part_max), 1)
 
 
 @gluon.jit
@@ -189,7 +188,7 @@ def _span_sum(staged, held_exps, x_row, cols, n_cols, xsd, part_shift, TILES: gl
 def _span_factor(part_max, row_max, total, ARITH: gl.constexpr):
     """The factor that takes a block's exps from its span's maximum to the row's and divides them by the row's sum,
     [C, 1]."""
-    shift = gl.where(row_max == -float("inf"), 0.0, row_max)
+    shift = _shift(row_max)
     # A row of -inf: its sum is 0 and its outputs 0 * (1 / 0), NaN, as torch's.
     if ARITH == PRECISE:
         factor = gl.expand_dims(_rescale(part_max, shift, ARITH) / total, 1)
@@ -234,7 +233,7 @@ def cluster_kernel(y_ptr, x_ptr, n_cols, size1, size2, xs0, xs1, xs2, xsd, ys0, 
         n_cols = C * SPAN
     gl.static_assert(ARITH == PRECISE or ARITH == HALF_RECIPROCAL, "the cluster path computes as CUDA's fp32 or half")
     gl.static_assert(ARITH != PRECISE or SPAN <= 32768, "a span's fixed-point sum must fit 63 bits")
-    gl.static_assert(HELD + TILE <= SPAN, "a span stages one tile at least")
+    gl.static_assert(HELD + TILE <= SPAN and (SPAN - HELD) % TILE == 0, "a span stages one whole tile or more")
     TILES: gl.constexpr = (SPAN - HELD) // TILE
     mailbox = _mailbox(C, ARITH == PRECISE)
     staged = gl.allocate_shared_memory(x_ptr.dtype.element_ty, [TILES, C, TILE],
@@ -257,10 +256,10 @@ def cluster_kernel(y_ptr, x_ptr, n_cols, size1, size2, xs0, xs1, xs2, xsd, ys0, 
     factor = _span_factor(part_max, row_max, total, ARITH)
     y_row = y_ptr + _row_base(row, size1, size2, ys0, ys1, ys2, ALIGNED)
     if HELD > 0:
-        if x_ptr.dtype.element_ty == gl.float32:
+        if ARITH == PRECISE:
             y = _scaled(held_exps, factor, ARITH)
-        else:  # a half span keeps its inputs, not their exps: exps of the row's maximum, times 1 / sum
-            row_shift = gl.expand_dims(gl.where(row_max == -float("inf"), 0.0, row_max), 1)
+        else:  # a half output keeps its inputs, not their exps: exps of the row's maximum, times 1 / sum
+            row_shift = gl.expand_dims(_shift(row_max), 1)
             y = _exp_gap(held.to(gl.float32), row_shift, ARITH) * gl.expand_dims(gl.div_rn(1.0, total), 1)
         gl.store(y_row + held_cols * ysd, y.to(y_ptr.dtype.element_ty), mask=held_cols < n_cols)
     _write_span(y_row, staged, x_row, cols, n_cols, xsd, ysd, factor, part_shift, TILES, TILE, LAYOUT, ARITH)
@@ -280,6 +279,9 @@ def launch_cluster(y, x, n_rows: int, n_cols: int, sizes, xs, ys, xsd: int, ysd:
     merged dims that index the rows, as ``layout.row_layout`` gives them; ``aligned``: every outer stride a
     multiple of 16; ``held``: columns of a span in registers; ``even``: compile without masks, by default where the
     rows are ctas * span long; ``registers``: the most a thread may take)."""
+    if even and n_cols != ctas * span:
+        raise ValueError(f"even: rows of {n_cols} columns need their masks (only rows of ctas * span = "
+                         f"{ctas * span} go without)")
     cluster_kernel[(n_rows,)](y, x, n_cols, sizes[1], sizes[2], *xs, xsd, *ys, ysd, C=ctas, SPAN=span, TILE=tile,
                               HELD=held, LAYOUT=cluster_layout(ctas, num_warps, x.element_size()), ARITH=arith,
                               ALIGNED=aligned, UNIT=xsd == 1 and ysd == 1, ASYNC=copies(x, n_cols, xsd, ysd, aligned),

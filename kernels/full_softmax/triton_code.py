@@ -33,6 +33,13 @@ def _row_bases(rows, size1, size2, stride0, stride1, stride2):
 
 
 @triton.jit
+def _shift(maximum):
+    """What a row's (or span's) values are shifted by: its maximum, or 0 where that is -inf, so that a row of -inf
+    takes exp(-inf - 0) = 0 rather than exp(-inf - -inf) = NaN."""
+    return tl.where(maximum == -float("inf"), 0.0, maximum)
+
+
+@triton.jit
 def _gap(x, shift):
     """fl(x - shift) and its exact rounding error (Knuth's TwoSum; 0 where the gap is not finite)."""
     gap = x - shift
@@ -129,7 +136,7 @@ def _online_update(row_max, total, x, ARITH: tl.constexpr, EXACT: tl.constexpr):
     """Fold a tile into a running maximum and a sum of exp(x - maximum) rescaled to it."""
     new_max = tl.maximum(row_max, tl.max(x, axis=1))
     # While a row holds only -inf, keep its sum at 0 instead of exp(-inf - -inf) = NaN.
-    shift = tl.where(new_max == -float("inf"), 0.0, new_max)
+    shift = _shift(new_max)
     rescale = tl.where(new_max == -float("inf"), 0.0, _rescale(row_max, shift, ARITH))
     return new_max, total * rescale + _row_sums(_exp_gap(x, shift[:, None], ARITH), ARITH, EXACT)
 
@@ -202,7 +209,7 @@ def _rows(y_ptr, x_ptr, m_ptr, n_rows, n_cols, size1, size2, xs0, xs1, xs2, xsd,
             row_max = tl.max(x, axis=1)
             # A row of -inf sums exp(x - 0) = 0 rather than NaN, as the online pass does: a NaN
             # sum then means a NaN entry (which masked softmax must tell from an empty row).
-            shift = tl.where(row_max == -float("inf"), 0.0, row_max)
+            shift = _shift(row_max)
             # Kept for the output, not recomputed: the exps are the costly step (docs/speed.md).
             # (A row of -inf: e is 0 and its sum 0, so its output is 0 * inf = NaN, as
             # exp(-inf - -inf) made it before.)
@@ -328,7 +335,7 @@ def split_write_kernel(y_ptr, x_ptr, m_ptr, stats_ptr, n_rows, n_cols, span, spa
         # slices of the statistics' layout, Triton 3.6 broadcast the sum's reciprocal into that
         # layout and converted two whole tiles through shared memory, many times slower (docs/speed.md).
         row_max = tl.max(maxima)
-        shift = tl.where(row_max == -float("inf"), 0.0, row_max)
+        shift = _shift(row_max)
         rescale = _rescale(maxima, shift, ARITH)
         # A span of -inf adds nothing; a span holding NaN (which tl.max skipped) keeps its NaN sum.
         total = tl.sum(tl.where((maxima == -float("inf")) & (sums == sums), 0.0, sums * rescale))

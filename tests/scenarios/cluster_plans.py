@@ -1,6 +1,6 @@
 """Scenario for tests/suite/test_cluster_kernels.py: every plan of full_softmax's cluster path on a Hopper card,
-compiled for sm_90 without a GPU (and the two arithmetics of the longest rows for sm_100, the other family the
-path runs on), with the shared memory each block takes: the design needs GPU_CLUSTER_SPANS_PER_SM blocks to share
+compiled for sm_90 without a GPU, for rows of its class's length (no masks) and shorter (and the two arithmetics
+of the longest rows for sm_100, the other family the path runs on), with the shared memory each block takes: the design needs GPU_CLUSTER_SPANS_PER_SM blocks to share
 an SM, so that one block's loads run under another's arithmetic (docs/speed.md).
 
 Prints a line per plan and exits 1 if one does not compile or takes more than its share of an SM.  Run it as
@@ -24,14 +24,14 @@ SIGNATURE = {"n_cols": "i32", "size1": "i64", "size2": "i64", "xs0": "i64", "xs1
              "ys0": "i64", "ys1": "i64", "ys2": "i64"}
 
 
-def compile_plan(n: int, element_size: int, precise: bool, capability: int) -> int:
-    """Compile the cluster plan of rows of n for ``capability``, contiguous and aligned rows (the cp.async staging);
-    the shared memory a block takes, in bytes."""
+def compile_plan(n: int, element_size: int, precise: bool, capability: int, even: bool) -> int:
+    """Compile the cluster plan of rows of n for ``capability``, contiguous and aligned rows (the cp.async staging),
+    of n columns (``even``: no masks) or fewer; the shared memory a block takes, in bytes."""
     settings = cluster_settings(shape_class(n, element_size, False), HOPPER_CLUSTERS)
     constants = {"xsd": 1, "ysd": 1, "C": settings.ctas, "SPAN": n // settings.ctas, "TILE": settings.columns,
                  "LAYOUT": cluster_layout(settings.ctas, settings.num_warps, element_size),
                  "ARITH": (PRECISE if precise else HALF_RECIPROCAL).value, "ALIGNED": True, "UNIT": True,
-                 "ASYNC": True, "HELD": 0, "EVEN": False}
+                 "ASYNC": True, "HELD": 0, "EVEN": even}
     signature = {"y_ptr": "*fp32" if precise else POINTERS[element_size], "x_ptr": POINTERS[element_size],
                  **SIGNATURE, **{name: "constexpr" for name in constants}}
     order = list(cluster_kernel.arg_names)
@@ -52,13 +52,15 @@ def main() -> int:
     for element_size in (4, 2):
         n = GPU_ROW_ELEMENTS * 2
         while n <= longest_cluster_row(HOPPER_CLUSTERS, element_size):
-            jobs += [(n, element_size, precise, 90) for precise in ((True,) if element_size == 4 else (False, True))]
+            outputs = (True,) if element_size == 4 else (False, True)
+            jobs += [(n, element_size, precise, 90, even) for precise in outputs for even in (True, False)]
             n *= 2
-    jobs += [(longest_cluster_row(HOPPER_CLUSTERS, size), size, size == 4, 100) for size in (4, 2)]
-    for n, element_size, precise, capability in jobs:
-        what = f"rows of {n}, {element_size}-byte values, {'fp32' if precise else 'half'} output, sm_{capability}"
+    jobs += [(longest_cluster_row(HOPPER_CLUSTERS, size), size, size == 4, 100, True) for size in (4, 2)]
+    for n, element_size, precise, capability, even in jobs:
+        what = (f"rows of {n if even else f'fewer than {n}'}, {element_size}-byte values, "
+                f"{'fp32' if precise else 'half'} output, sm_{capability}")
         try:
-            shared = compile_plan(n, element_size, precise, capability)
+            shared = compile_plan(n, element_size, precise, capability, even)
         except Exception as error:  # noqa: BLE001  (a plan that does not compile is reported and fails the run)
             print(f"{what}: FAILED to compile: {type(error).__name__}: {str(error).splitlines()[0][:300]}")
             failed = True
