@@ -1,7 +1,8 @@
 """Scenario for tests/suite/test_cluster_kernels.py: every plan of full_softmax's cluster path on a Hopper card,
-compiled for sm_90 without a GPU, for rows of its class's length (no masks) and shorter (and the two arithmetics
-of the longest rows for sm_100, the other family the path runs on), with the shared memory each block takes: the design needs GPU_CLUSTER_SPANS_PER_SM blocks to share
-an SM, so that one block's loads run under another's arithmetic (docs/speed.md).
+compiled for sm_90 without a GPU, for rows of its class's length (no masks) and shorter (and the two arithmetics of
+the longest rows for sm_100, the other family the path runs on), with the shared memory each block takes: the design
+needs GPU_CLUSTER_SPANS_PER_SM blocks to share an SM, so that one block's loads run under another's arithmetic
+(docs/speed.md).
 
 Prints a line per plan and exits 1 if one does not compile or takes more than its share of an SM.  Run it as
 ``python -m tests.scenarios.cluster_plans`` with compiled Triton (not TRITON_INTERPRET=1), Triton 3.9 or later.
