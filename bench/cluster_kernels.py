@@ -41,8 +41,8 @@ from triton.experimental.gluon._runtime import constexpr_function
 
 from kernels.full_softmax.arithmetic import HALF_RECIPROCAL, PRECISE as PRECISE_ARITH, arithmetic
 from kernels.full_softmax.cluster_code import (_mailbox, _merge_spans, _posted_pairs, _row_base, _span_columns,
-                                               _span_factor, _span_max, _span_sum, _stage_span, _write_span,
-                                               cluster_layout, copies, launch_cluster)
+                                               _scaled, _span_factor, _span_max, _span_sum, _stage_span,
+                                               _write_span, cluster_layout, copies, launch_cluster)
 from kernels.full_softmax.triton_code import _exp_gap, _rescale, _shift, _times_float64
 
 GRID_WAIT_NS = 200_000  # a block of grid_kernel waits this long for its row's other blocks' pairs, many times a
@@ -73,17 +73,6 @@ def _block_sums(e, PRECISE: gl.constexpr):
     else:
         total = gl.sum(e, axis=1)
     return total
-
-
-@gluon.jit
-def _scaled(e, factor, PRECISE: gl.constexpr):
-    """e times each block's factor ([C]): as the float64 product rounded once, or in fp32."""
-    factor = gl.expand_dims(factor, 1)
-    if PRECISE:
-        y = _times_float64(e, factor)
-    else:
-        y = e * factor
-    return y
 
 
 @gluon.jit
@@ -132,7 +121,7 @@ def held_kernel(y_ptr, x_ptr, n_cols, size1, size2, xs0, xs1, xs2, xsd, ys0, ys1
         row_max, total = _row_total(part_max, _block_sums(e, PRECISE), mailbox, PRECISE, EXCHANGE, C, LAYOUT)
         shift = _shift(row_max)
         # A row of -inf: its sum is 0 and its outputs 0 * (0 / 0), NaN, as torch's.
-        y = _scaled(e, _rescale(part_max, shift, _arith(PRECISE)) / total, PRECISE)
+        y = _scaled(e, gl.expand_dims(_rescale(part_max, shift, _arith(PRECISE)) / total, 1), _arith(PRECISE))
     else:
         row_max = gl.max(gl.max(x, axis=1), axis=0)
         # A row of -inf sums exp(x - 0) = 0, and its output 0 * inf is NaN, as torch's.
