@@ -34,17 +34,14 @@ from bench.cluster_kernels import (GRID_WAIT_NS, exchange_of, grid_kernel, held_
                                    launch_grid, reread_kernel)
 from kernels.full_softmax.arithmetic import HALF_RECIPROCAL, PRECISE  # noqa: E402
 from kernels.full_softmax.cluster_code import VECTOR_BYTES, cluster_kernel, cluster_layout  # noqa: E402
-from kernels.full_softmax.cuda_plan import HOPPER_CLUSTERS  # noqa: E402
+from kernels.full_softmax.cuda_plan import (GPU_REGISTER_UNIT, GPU_RESERVED_SHARED_BYTES,  # noqa: E402
+                                            HOPPER_CLUSTERS)
 from kernels import peers  # noqa: E402
 from kernels.launch import HAS_CLUSTER_LAYOUTS  # noqa: E402
 from kernels.full_softmax import softmax as full_softmax  # noqa: E402
 
 LENGTHS = [1 << k for k in range(15, 21)]
 STAGED_BYTES = 200 * 1024  # a block's span in shared memory: of the H100's 227 KB a block, room for the rest
-RESERVED_SHARED_BYTES = 1024  # what CUDA keeps of an SM's shared memory for each block (the blocks a "staged-held"
-# setting fits: HOPPER_CLUSTERS.shared_bytes, an H100's or H200's, less this for each);
-SM_REGISTERS = 65536  # an SM's 32-bit registers (sm_90), shared by its blocks' threads, given in units of
-REGISTER_UNIT = 8  # registers a thread;
 OTHER_REGISTERS = 40  # the registers a thread takes beside the held values (a limit below them would spill)
 GRID_SPAN_BYTES = (16384, 131072)  # a block's span over the grid: 12 blocks an SM to one
 ELEMENTS = 1 << 26  # rows of a length: this many elements in all, at least 2048 rows of the shorter
@@ -103,8 +100,9 @@ def held_settings(n: int, element_size: int) -> list[tuple]:
                 if held % tile:
                     continue
                 held_registers = held * element_size // 4 // threads
-                blocks = min(HOPPER_CLUSTERS.shared_bytes // (staged_bytes + RESERVED_SHARED_BYTES), 4)
-                max_registers = min(255, SM_REGISTERS // (blocks * threads) // REGISTER_UNIT * REGISTER_UNIT)
+                blocks = min(HOPPER_CLUSTERS.shared_bytes // (staged_bytes + GPU_RESERVED_SHARED_BYTES), 4)
+                max_registers = min(255, HOPPER_CLUSTERS.registers // (blocks * threads) // GPU_REGISTER_UNIT
+                                    * GPU_REGISTER_UNIT)
                 limits = {None} | ({max_registers} if max(64, held_registers + OTHER_REGISTERS) <= max_registers < 255
                                    else set())
                 for registers in sorted(limits, key=lambda r: r or 256):

@@ -1,6 +1,6 @@
 """Bandwidth of softmax kernels against torch.softmax and a device-to-device copy.
 
-    python bench/softmax_bandwidth.py [--out DIR] [--dtypes float32 bfloat16]
+    python bench/softmax_bandwidth.py [--out DIR] [--dtypes float32 bfloat16] [--providers ...] [--lengths N ...]
 
 For M = 4096 rows and N from 128 to 65536, then long rows (2^18 and 2^20
 elements, with M chosen so that a tensor holds 2^26 elements), in fp32 and
@@ -212,7 +212,12 @@ def main() -> None:
     parser.add_argument("--dtypes", nargs="+", default=["float32", "bfloat16"])
     parser.add_argument("--providers", nargs="+", choices=sorted(PROVIDERS),
                         help="time only these, beside full_softmax, torch and the copy (default: every one that runs)")
+    parser.add_argument("--lengths", nargs="+", type=int,
+                        help="time only rows of these lengths, of the table's (default: every one)")
     args = parser.parse_args()
+    measured = [(rows, n) for rows, n in shapes() if n in (args.lengths or [n])]
+    if not measured:
+        parser.error(f"--lengths: none of {args.lengths} is a row length of the table, {[n for _, n in shapes()]}")
     for name in set(PROVIDERS) - set(args.providers or PROVIDERS) - {"full_softmax", "torch", "copy"}:
         del PROVIDERS[name]
     if SMOKE:
@@ -221,9 +226,9 @@ def main() -> None:
     print("\n".join(not_run()), flush=True)
     results = []
     for dtype in (getattr(torch, name) for name in args.dtypes):
-        for rows, n in shapes():
+        for rows, n in measured:
             results.append(measure(rows, n, dtype))
-        print("\n".join(table(results[-len(shapes()):])), flush=True)
+        print("\n".join(table(results[-len(measured):])), flush=True)
     args.out.mkdir(parents=True, exist_ok=True)
     device = card()
     (args.out / "bandwidth.json").write_text(json.dumps({"device": device, "results": results}, indent=1) + "\n")

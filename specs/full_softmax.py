@@ -26,7 +26,7 @@ from dataclasses import replace
 import torch
 
 from kernels.full_softmax import host
-from kernels.full_softmax.arithmetic import ARITHMETIC_NAMES, arithmetic
+from kernels.full_softmax.arithmetic import ARITHMETIC_NAMES, PRECISE, arithmetic
 from kernels.full_softmax.buffer_plan import INTERPRETER_BLOCK, largest_block
 from kernels.full_softmax.cuda_plan import (GPU_CHUNKED_ROW_BYTES, GPU_MASKED_ROW_BYTES, GPU_ROW_ELEMENTS,
                                             HOPPER_CLUSTERS, longest_cluster_row)
@@ -89,7 +89,7 @@ CAPABILITIES = Capabilities.extending(
     out_dtype=True,
     # The interpreter: one pass -> chunked -> split; Ascend: one pass -> chunked; CUDA: one pass ->
     # chunked in fp32 (masked rows first) and in half, chunked -> split in fp32; on Hopper with Triton 3.9, one
-    # pass -> cluster, cluster -> split in fp32 (in half at 2^19, past the suite's longest CUDA row).
+    # pass -> cluster, cluster -> split in fp32 at 2^19 (in half at 2^20, past the suite's longest CUDA row).
     path_boundaries={"cpu": (INTERPRETER_BLOCK, 2 * INTERPRETER_BLOCK), "npu": (largest_block(interpret=False),),
                      "cuda": (GPU_MASKED_ROW_BYTES // 4, GPU_ROW_ELEMENTS, GPU_CHUNKED_ROW_BYTES // 4,
                               longest_cluster_row(HOPPER_CLUSTERS, 4))},
@@ -104,10 +104,11 @@ def reduction(p: Plan, n: int, kind: str) -> Reduction:
 
     A split row's spans are added in the write kernel, in more warps than the statistics kernel's
     num_warps: counted over the fewer threads, their tree is at least as deep.  A cluster's blocks each
-    sum every tile of their span, padding included (counted as chunks), then meet as a split row's spans
-    do (``splits``, its blocks); the rescales the model counts between chunks, which the cluster path
-    does not do, exceed the ones it does (log2 of its blocks in their meeting, and the factor that
-    brings a block's exps to the row's maximum, an exp and a product each).
+    sum every tile of their span, padding included, and the values a thread holds of its columns held in
+    registers (each counted as a chunk: added in sequence), then meet as a split row's spans do
+    (``splits``, its blocks); the rescales the model counts between chunks, which the cluster path does
+    not do, exceed the ones it does (log2 of its blocks in their meeting, and the factor that brings a
+    block's exps to the row's maximum, an exp and a product each).
     """
     return Reduction(kind, num_warps=p.num_warps, rows=p.rows, block=None if p.path == "single" else p.block,
                      chunks=1 if p.path == "single" else p.chunks(n), spans=p.splits)
@@ -117,17 +118,18 @@ def precision(call: Call) -> PrecisionProfile:
     """The arithmetic and the reduction of the path the kernel takes for ``call``.
 
     Both follow from the call as the host code decides them (``kernels/full_softmax/host.py``): the plan
-    from the shape, dim, device, element size and whether the call is masked or a log_softmax (on CUDA
-    either may take another plan, ``gpu_plan``), the arithmetic from the device, the operation and the output dtype
+    from the shape, dim, device, element size and whether the call is masked, a log_softmax or sums exactly (on
+    CUDA each may take another plan, ``gpu_plan``), the arithmetic from the device, the operation and the output dtype
     (a half input with fp32 output computes as an fp32 output does).
     """
     x = call.x
     shape = tuple(x.shape) or (1,)
     dim = call.dim % len(shape)
     kind = TILE_SUM.get(call.backend, "sequential")
-    tree = reduction(host.plan(shape, dim, x.device, x.element_size(), call.mask is not None, call.log), shape[dim],
-                     kind)
-    mode = ARITHMETIC_NAMES[arithmetic(x.device, call.log, call.result_dtype)]
+    arith = arithmetic(x.device, call.log, call.result_dtype)
+    tree = reduction(host.plan(shape, dim, x.device, x.element_size(), call.mask is not None, call.log,
+                               arith == PRECISE.value), shape[dim], kind)
+    mode = ARITHMETIC_NAMES[arith]
     return PrecisionProfile(ARITHMETIC[call.backend, mode], tree)
 
 

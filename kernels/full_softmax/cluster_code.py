@@ -21,8 +21,9 @@ correctly rounded reciprocal.  Measured on an H100 (docs/speed.md).
 
 A row of C x SPAN columns (EVEN: a power of two, its class's longest) compiles without masks, which fold away:
 4 to 6 fewer instructions a value, 3 to 5 % faster (docs/speed.md).  A span's first HELD columns may be held in
-registers, loaded before the copies, the rest staged (spans of 128 KB, twice a block's share of an SM's shared
-memory): ``bench/cluster_sweep.py`` times it ("staged-held"); the path's plans hold none.
+registers, loaded before the copies, the rest staged: the plans of spans of 128 KB (twice a block's share of an SM's
+shared memory) hold a quarter so, two blocks an SM, each thread's registers limited so that both fit
+(``cuda_plan.cluster_settings``; ``bench/cluster_sweep.py`` times other settings, "staged-held").
 """
 
 from triton.experimental import gluon

@@ -47,11 +47,20 @@ GPU_MAX_WARPS = 32  # a CUDA block's 1024 threads
 # The cluster path (cluster_code.py: Triton 3.9 and later, sm_90 and sm_100), for rows longer than GPU_ROW_ELEMENTS:
 # a row over a cluster of blocks, each staging its span in shared memory.  Its settings follow from the card
 # (ClusterCard), each constant measured on an H100 (docs/speed.md):
-GPU_CLUSTER_SPANS_PER_SM = 3  # spans as long as this many share an SM's shared memory (a power of two of bytes;
-# no class takes the path whose spans would be longer): one block's loads run under another's arithmetic (a span
-# an SM ran no faster than the chunked path);
+GPU_CLUSTER_SPANS_PER_SM = 3  # spans as long as this many share an SM's shared memory (a power of two of bytes,
+# a share), staged whole: one block's loads run under another's arithmetic (a span an SM ran no faster than the
+# chunked path);
 GPU_CLUSTER_THREAD_VALUES = 128  # a thread's share of a span (in warps: fp32 spans of 64 KB 4, half ones 8),
-GPU_CLUSTER_TILE_THREAD_BYTES = 32  # and of a tile: two 16-byte copies
+GPU_CLUSTER_TILE_THREAD_BYTES = 32  # and of a tile: two 16-byte copies.
+# Spans of up to twice that share hold a quarter of their columns in registers and stage the rest, two blocks an SM
+# (fp32 2^19 0.64 -> 0.68 of a copy, bf16 2^20 0.61 -> 0.82, where the row was split over programs):
+GPU_CLUSTER_HELD_SPANS = 2  # a span of up to this many shares,
+GPU_CLUSTER_HELD_PART = 4  # 1 / this of it held,
+GPU_CLUSTER_HELD_WARPS = 8  # in this many warps (16 left too few registers a thread for two blocks an SM)
+GPU_RESERVED_SHARED_BYTES = 1024  # what CUDA keeps of an SM's shared memory for each block (sm_80 on)
+GPU_REGISTER_UNIT = 8  # a thread's registers are given in units of this many
+# The exact sums of fp32 outputs (triton_code._fixed_point_sums) fit 63 bits over a span of at most this many columns:
+GPU_EXACT_SPAN = 32768
 
 
 @dataclass(frozen=True)
@@ -60,27 +69,32 @@ class ClusterCard:
 
     shared_bytes: int  # shared memory of an SM (H100, H200: 228 KB)
     max_ctas: int  # blocks of a cluster (sm_90: 16, beyond the 8 every card allows)
+    registers: int = 65536  # 32-bit registers of an SM, shared by its blocks' threads (sm_90, sm_100: 64 K)
 
 
-HOPPER_CLUSTERS = ClusterCard(228 * 1024, 16)  # H100 and H200
+HOPPER_CLUSTERS = ClusterCard(228 * 1024, 16, 65536)  # H100 and H200
 
 
-def longest_cluster_row(card: ClusterCard, element_size: int) -> int:
-    """The longest row that takes the cluster path on ``card`` (0 if none does)."""
+def longest_cluster_row(card: ClusterCard, element_size: int, exact: bool = False) -> int:
+    """The longest row that takes the cluster path on ``card`` (0 if none does); ``exact``: for a call that sums
+    exactly (fp32 outputs)."""
     bucket = GPU_ROW_ELEMENTS * 2
-    while cluster_settings(ShapeClass(bucket, element_size, False), card):
+    while cluster_settings(ShapeClass(bucket, element_size, False), card, exact):
         bucket *= 2
     return bucket // 2 if bucket > GPU_ROW_ELEMENTS * 2 else 0
 
 
 @dataclass(frozen=True)
 class Cluster:
-    """A row over a cluster of ``ctas`` blocks, each staging its span of bucket / ctas elements in shared memory
-    and reading it back in tiles of ``columns``."""
+    """A row over a cluster of ``ctas`` blocks, each taking a span of bucket / ctas elements: its first ``held`` in
+    registers, the rest staged in shared memory and read back in tiles of ``columns``."""
 
     ctas: int
     num_warps: int
     columns: int
+    held: int = 0  # columns of a span held in registers
+    per_sm: int = GPU_CLUSTER_SPANS_PER_SM  # blocks that share an SM's shared memory (and its registers)
+    registers: int | None = None  # the most a thread may take, so that per_sm blocks fit (None: no limit)
 
 
 class ShapeClass(NamedTuple):
@@ -163,20 +177,31 @@ def derived_settings(shape: ShapeClass) -> Settings:
     return Split(GPU_SPLIT_SPAN, GPU_SPLIT_STATS_WARPS, GPU_SPLIT_WRITE_WARPS)
 
 
-def cluster_settings(shape: ShapeClass, card: ClusterCard) -> Cluster | None:
+def cluster_settings(shape: ShapeClass, card: ClusterCard, exact: bool = False) -> Cluster | None:
     """The cluster path's settings for a class on ``card``, or None where the class does not take it: masked rows,
-    rows of one pass, and rows whose spans would pass 1 / GPU_CLUSTER_SPANS_PER_SM of an SM's shared memory.  The
-    span is the largest power of two of bytes within it (2 to the card's most blocks a row), GPU_CLUSTER_THREAD_VALUES
-    of the span a thread, GPU_CLUSTER_TILE_THREAD_BYTES of a tile."""
+    rows of one pass, and rows whose spans would pass GPU_CLUSTER_HELD_SPANS shares of an SM's shared memory (a share:
+    the largest power of two of bytes within 1 / GPU_CLUSTER_SPANS_PER_SM of it), or, where the call sums exactly
+    (``exact``), GPU_EXACT_SPAN columns.  A row takes 2 to the card's most blocks; a span within a share is staged
+    whole, GPU_CLUSTER_THREAD_VALUES of it a thread, GPU_CLUSTER_TILE_THREAD_BYTES of a tile; a longer one holds
+    1 / GPU_CLUSTER_HELD_PART of its columns in the registers of GPU_CLUSTER_HELD_WARPS warps, as many blocks an SM as
+    its staged part allows, each thread's registers limited so that their threads fit too."""
     bucket, element_size, masked = shape
     if masked or bucket <= GPU_ROW_ELEMENTS:
         return None
-    longest = card.shared_bytes // GPU_CLUSTER_SPANS_PER_SM
-    ctas = min(card.max_ctas, max(2, bucket * element_size // (1 << (longest.bit_length() - 1))))
-    if bucket * element_size // ctas > longest:
+    share = 1 << ((card.shared_bytes // GPU_CLUSTER_SPANS_PER_SM).bit_length() - 1)
+    ctas = min(card.max_ctas, max(2, bucket * element_size // share))
+    span = bucket // ctas
+    if span * element_size > GPU_CLUSTER_HELD_SPANS * share or (exact and span > GPU_EXACT_SPAN):
         return None
-    warps = min(GPU_MAX_WARPS, max(1, bucket // ctas // (32 * GPU_CLUSTER_THREAD_VALUES)))
-    return Cluster(ctas, warps, warps * 32 * GPU_CLUSTER_TILE_THREAD_BYTES // element_size)
+    if span * element_size <= card.shared_bytes // GPU_CLUSTER_SPANS_PER_SM:
+        warps = min(GPU_MAX_WARPS, max(1, span // (32 * GPU_CLUSTER_THREAD_VALUES)))
+        return Cluster(ctas, warps, warps * 32 * GPU_CLUSTER_TILE_THREAD_BYTES // element_size)
+    held = span // GPU_CLUSTER_HELD_PART
+    per_sm = card.shared_bytes // ((span - held) * element_size + GPU_RESERVED_SHARED_BYTES)
+    threads = 32 * GPU_CLUSTER_HELD_WARPS
+    registers = card.registers // (per_sm * threads) // GPU_REGISTER_UNIT * GPU_REGISTER_UNIT
+    return Cluster(ctas, GPU_CLUSTER_HELD_WARPS, threads * GPU_CLUSTER_TILE_THREAD_BYTES // element_size, held,
+                   per_sm, registers)
 
 
 def gpu_row_warps(block: int, element_size: int, masked: bool) -> int:
@@ -189,14 +214,17 @@ def gpu_row_warps(block: int, element_size: int, masked: bool) -> int:
 
 
 def gpu_plan(n: int, n_rows: int, units: int, element_size: int, masked: bool = False,
-             tuned: Mapping[ShapeClass, Settings] | None = None, clusters: ClusterCard | None = None) -> Plan:
+             tuned: Mapping[ShapeClass, Settings] | None = None, clusters: ClusterCard | None = None,
+             exact: bool = False) -> Plan:
     """CUDA: the plan of rows of n: the cluster path where ``clusters`` (the card's, where the path runs) admits
-    their shape class; else the settings of the class in ``tuned`` (the card's table), else derived; as many
-    programs as the rows allow (chunked rows: GPU_PROGRAMS_PER_UNIT an SM at most, of ``units``)."""
+    their shape class (``exact``: for a call that sums exactly); else the settings of the class in ``tuned`` (the
+    card's table), else derived; as many programs as the rows allow (chunked rows: GPU_PROGRAMS_PER_UNIT an SM at
+    most, of ``units``)."""
     shape = shape_class(n, element_size, masked)
-    cluster = cluster_settings(shape, clusters) if clusters else None
+    cluster = cluster_settings(shape, clusters, exact) if clusters else None
     if cluster:
-        return Plan("cluster", cluster.columns, 1, cluster.num_warps, splits=cluster.ctas, programs=n_rows)
+        return Plan("cluster", cluster.columns, 1, cluster.num_warps, splits=cluster.ctas, programs=n_rows,
+                    held=cluster.held, registers=cluster.registers)
     settings = (tuned or {}).get(shape) or derived_settings(shape)
     if isinstance(settings, OnePass):
         return Plan("single", shape.row_bucket, settings.rows, settings.num_warps,

@@ -24,35 +24,39 @@ CLUSTER_MAJORS = (9, 10)  # the compute capabilities whose rows may take the clu
 
 @functools.lru_cache(maxsize=4096)  # a pure function of its arguments, and on every call's path
 def plan(shape: tuple[int, ...], dim: int, device: torch.device, element_size: int, masked: bool = False,
-         log: bool = False) -> Plan:
+         log: bool = False, exact: bool = False) -> Plan:
     """The path and tile for a call.
 
     The tile, the warps and the path follow from the row length (and, on CUDA,
     whether the call is masked or a log_softmax, the card's tuned table and
     whether it runs the cluster path) alone: a row's sum must not change with
     the number of rows around it (batch invariance).  Only the program count may.
+    ``exact``: the call sums exactly (fp32 outputs on CUDA, arithmetic.PRECISE),
+    which bounds the cluster path's spans.
     """
     n = shape[dim]
     n_rows = max(math.prod(shape) // max(n, 1), 1)
     if device.type == "cuda" and not interpreted():
         clusters = None if log else cluster_card(device)  # log_softmax computes in float64 (arithmetic.WIDE)
-        return gpu_plan(n, n_rows, compute_units(device), element_size, masked, card_plans(device), clusters)
+        return gpu_plan(n, n_rows, compute_units(device), element_size, masked, card_plans(device), clusters,
+                        exact)
     return buffer_plan(n, n_rows, device, element_size, compute_units(device), interpreted())
 
 
 @functools.cache
 def cluster_card(device: torch.device) -> ClusterCard | None:
-    """The card's shared memory and largest cluster (16 blocks), where the cluster path runs: NVIDIA's sm_90 and
-    sm_100 families (Triton 3.9 lowers no ``st.async`` for sm_120's), Triton 3.9 and later, a torch that reports
-    an SM's shared memory; else None.  ROCm's torch reports AMD cards as "cuda" devices, with capabilities of
-    their own: no cluster path there."""
+    """The card's shared memory, registers (64 K an SM where torch does not say) and largest cluster (16 blocks),
+    where the cluster path runs: NVIDIA's sm_90 and sm_100 families (Triton 3.9 lowers no ``st.async`` for
+    sm_120's), Triton 3.9 and later, a torch that reports an SM's shared memory; else None.  ROCm's torch
+    reports AMD cards as "cuda" devices, with capabilities of their own: no cluster path there."""
     if not HAS_CLUSTER_LAYOUTS or torch.version.hip:
         return None
     major = torch.cuda.get_device_capability(device)[0]
-    shared = getattr(torch.cuda.get_device_properties(device), "shared_memory_per_multiprocessor", None)
+    properties = torch.cuda.get_device_properties(device)
+    shared = getattr(properties, "shared_memory_per_multiprocessor", None)
     if major not in CLUSTER_MAJORS or not shared:
         return None
-    return ClusterCard(shared, 16)
+    return ClusterCard(shared, 16, getattr(properties, "regs_per_multiprocessor", None) or 65536)
 
 
 def _run(x: torch.Tensor, dim: int, *, log: bool, mask: torch.Tensor | None,
@@ -78,8 +82,8 @@ def _run(x: torch.Tensor, dim: int, *, log: bool, mask: torch.Tensor | None,
         return y
     n = x.shape[dim]
     n_rows = x.numel() // n
-    p = plan(tuple(x.shape), dim, x.device, x.element_size(), mask is not None, log)
     arith = arithmetic(x.device, log, y.dtype)
+    p = plan(tuple(x.shape), dim, x.device, x.element_size(), mask is not None, log, arith == PRECISE.value)
     tile = dict(ROWS=p.rows, BLOCK=p.block, CHUNKED=p.path == "chunked", LOG=log, ARITH=arith, num_warps=p.num_warps)
     if (mask is None and p.path in ("single", "chunked") and dim == x.dim() - 1 and x.stride(dim) == 1
             and (x.dim() <= 2 or x.is_contiguous())):
@@ -100,7 +104,8 @@ def _run(x: torch.Tensor, dim: int, *, log: bool, mask: torch.Tensor | None,
         from .cluster_code import launch_cluster  # Gluon's cluster layouts: Triton 3.9 and later
 
         launch_cluster(y, x, n_rows, n, sizes, xs, ys, x.stride(dim), y.stride(dim), ctas=p.splits, span=p.span(n),
-                       tile=p.block, num_warps=p.num_warps, arith=arith, aligned=aligned)
+                       tile=p.block, num_warps=p.num_warps, arith=arith, aligned=aligned, held=p.held,
+                       registers=p.registers)
         return y
     if p.path == "split":
         span, spans = p.span(n), p.spans(n)

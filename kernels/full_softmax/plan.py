@@ -18,17 +18,22 @@ class Plan:
     # path: the blocks of a row's cluster, a span each, a program a cluster)
     programs: int = 1  # the grid
     write_warps: int | None = None  # a split row's write kernel, where not num_warps
+    held: int = 0  # the cluster path: a span's first columns held in registers, not staged
+    registers: int | None = None  # the cluster path: the most registers a thread may take (None: no limit)
 
     def chunks(self, n: int) -> int:
-        """Tiles a program takes of a row of n (of its span, for a split row; for the cluster path, a block's
-        span of the row padded to a power of two, padding included)."""
+        """Tiles a program takes of a row of n, one after another (of its span, for a split row; for the cluster
+        path, of a block's span of the row padded to a power of two, padding included, and the columns a thread
+        holds of its ``held`` part, which it adds in sequence too)."""
         if self.path == "cluster":
-            return (1 << (n - 1).bit_length()) // (self.block * self.splits)
+            return (self.span(n) - self.held) // self.block + self.held // (32 * self.num_warps)
         return max(1, math.ceil(n / (self.block * self.splits)))
 
     def span(self, n: int) -> int:
-        """A split row's columns per program (a cluster's block's): whole tiles, so that no tile is cut at a
-        span's end."""
+        """A split row's columns per program (a cluster's block's: the row padded to a power of two, over its
+        blocks): whole tiles, so that no tile is cut at a span's end."""
+        if self.path == "cluster":
+            return (1 << (n - 1).bit_length()) // self.splits
         return self.block * self.chunks(n)
 
     def spans(self, n: int) -> int:

@@ -141,28 +141,32 @@ def cluster_card(fake_cards, monkeypatch):
     return fake_cards
 
 
-# Rows of a Hopper card's cluster path: (n, element size) -> blocks, warps, tile (measured: docs/speed.md).
-CLUSTER_PLANS = {(65536, 4): (4, 4, 1024), (131072, 4): (8, 4, 1024), (200000, 4): (16, 4, 1024),
-                 (1 << 18, 4): (16, 4, 1024), (32769, 2): (2, 8, 4096), (1 << 18, 2): (8, 8, 4096),
-                 (1 << 19, 2): (16, 8, 4096)}
+# Rows of a Hopper card's cluster path: (n, element size) -> blocks, warps, tile, columns of a span held in
+# registers, a thread's registers (measured: docs/speed.md).
+CLUSTER_PLANS = {(65536, 4): (4, 4, 1024, 0, None), (131072, 4): (8, 4, 1024, 0, None),
+                 (200000, 4): (16, 4, 1024, 0, None), (1 << 18, 4): (16, 4, 1024, 0, None),
+                 (1 << 19, 4): (16, 8, 2048, 8192, 128), (32769, 2): (2, 8, 4096, 0, None),
+                 (1 << 18, 2): (8, 8, 4096, 0, None), (1 << 19, 2): (16, 8, 4096, 0, None),
+                 (1 << 20, 2): (16, 8, 4096, 16384, 128)}
 
 
 @pytest.mark.parametrize("key", sorted(CLUSTER_PLANS), ids=str)
 def test_a_hopper_card_with_cluster_layouts_runs_long_rows_over_a_cluster(cluster_card, key):
     n, element_size = key
-    ctas, warps, tile = CLUSTER_PLANS[key]
+    ctas, warps, tile, held, registers = CLUSTER_PLANS[key]
     plan = host.plan((7, n), 1, CUDA, element_size)
-    assert plan == Plan("cluster", tile, 1, warps, splits=ctas, programs=7)
+    assert plan == Plan("cluster", tile, 1, warps, splits=ctas, programs=7, held=held, registers=registers)
     assert plan == gpu_plan(n, 7, 132, element_size, clusters=ClusterCard(HOPPER_SHARED, 16))
 
 
-@pytest.mark.parametrize("n, element_size, masked, log", [
-    (32768, 4, False, False),  # one pass: at a copy's speed already
-    ((1 << 18) + 1, 4, False, False), ((1 << 19) + 1, 2, False, False),  # a span past a third of an SM's memory
-    (65536, 4, True, False), (65536, 4, False, True)],  # masked rows, and log_softmax's float64 arithmetic
+@pytest.mark.parametrize("n, element_size, masked, log, exact", [
+    (32768, 4, False, False, True),  # one pass: at a copy's speed already
+    ((1 << 19) + 1, 4, False, False, True), ((1 << 20) + 1, 2, False, False, False),  # a span past two shares
+    ((1 << 19) + 1, 2, False, False, True),  # half in, fp32 out: a span past the exact sums' 32768 columns
+    (65536, 4, True, False, True), (65536, 4, False, True, True)],  # masked rows, log_softmax's float64 arithmetic
     ids=str)
-def test_rows_the_cluster_path_does_not_take_keep_their_plans(cluster_card, n, element_size, masked, log):
-    plan = host.plan((7, n), 1, CUDA, element_size, masked, log)
+def test_rows_the_cluster_path_does_not_take_keep_their_plans(cluster_card, n, element_size, masked, log, exact):
+    plan = host.plan((7, n), 1, CUDA, element_size, masked, log, exact)
     assert plan.path != "cluster"
     assert plan == gpu_plan(n, 7, 132, element_size, masked)
 
@@ -183,14 +187,18 @@ def test_the_cluster_path_needs_cluster_layouts_an_nvidia_sm_90_and_its_shared_m
 
 
 def test_the_cluster_settings_follow_the_cards_shared_memory_and_cluster_size():
-    """A card of 100 KB an SM and clusters of 8: spans of 32 KB, and no cluster path for rows whose spans would
-    pass a third of it."""
-    small = ClusterCard(100 * 1024, 8)
+    """A card of 100 KB an SM and clusters of 8: shares of 32 KB; spans of two, a quarter of them in registers, for
+    two blocks an SM whose registers the card's count divides; no cluster path for rows whose spans would pass
+    two shares."""
+    small = ClusterCard(100 * 1024, 8, 32768)
     assert gpu_plan(65536, 7, 132, 4, clusters=small) == Plan("cluster", 512, 1, 2, splits=8, programs=7)
     assert gpu_plan(1 << 16, 7, 132, 2, clusters=small) == Plan("cluster", 2048, 1, 4, splits=4, programs=7)
+    assert gpu_plan(1 << 17, 7, 132, 4, clusters=small) == Plan("cluster", 2048, 1, 8, splits=8, programs=7,
+                                                               held=4096, registers=64)
     assert gpu_plan(1 << 18, 7, 132, 4, clusters=small).path == "split"
-    assert longest_cluster_row(small, 4) == 65536
-    assert longest_cluster_row(HOPPER_CLUSTERS, 4) == 1 << 18 and longest_cluster_row(HOPPER_CLUSTERS, 2) == 1 << 19
+    assert longest_cluster_row(small, 4) == 1 << 17
+    assert longest_cluster_row(HOPPER_CLUSTERS, 4) == 1 << 19 and longest_cluster_row(HOPPER_CLUSTERS, 2) == 1 << 20
+    assert longest_cluster_row(HOPPER_CLUSTERS, 2, exact=True) == 1 << 19  # fp32 outputs sum exactly
 
 
 def test_an_sm_120_card_keeps_the_paths_without_clusters(cluster_card):
