@@ -56,7 +56,8 @@ GPU_CLUSTER_TILE_THREAD_BYTES = 32  # and of a tile: two 16-byte copies.
 # (fp32 2^19 0.64 -> 0.68 of a copy, bf16 2^20 0.61 -> 0.82, where the row was split over programs):
 GPU_CLUSTER_HELD_SPANS = 2  # a span of up to this many shares,
 GPU_CLUSTER_HELD_PART = 4  # 1 / this of it held,
-GPU_CLUSTER_HELD_WARPS = 8  # in this many warps (16 left too few registers a thread for two blocks an SM)
+GPU_CLUSTER_HELD_WARPS = 8  # in this many warps (of 4, 8 and 16 swept; 16, with the 64 registers a thread that two
+# blocks an SM leave them, ran at 0.51 (fp32) and 0.70 (bf16) of a copy: docs/bench/cluster-sweep-h100-held.json)
 GPU_RESERVED_SHARED_BYTES = 1024  # what CUDA keeps of an SM's shared memory for each block (sm_80 on)
 GPU_REGISTER_UNIT = 8  # a thread's registers are given in units of this many
 # The exact sums of fp32 outputs (triton_code._fixed_point_sums) fit 63 bits over a span of at most this many columns:
