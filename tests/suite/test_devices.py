@@ -9,6 +9,7 @@ visible-device variable when they start, as CUDA and Ascend's ACL do.
 import json
 import sys
 import types
+from dataclasses import replace
 from typing import NamedTuple
 
 import pytest
@@ -20,7 +21,7 @@ from harness.device import pinning
 from harness.device.backend import resolve_name
 from kernels import full_softmax, launch
 from kernels.full_softmax import buffer_plan, host, launch_cache
-from kernels.full_softmax.cuda_plan import HOPPER_CLUSTERS
+from kernels.full_softmax.cuda_plan import HOPPER_CLUSTERS, gpu_plan
 from oracles.call import Call
 from specs import full_softmax as full_softmax_record
 from specs.operations import MASKED_SOFTMAX, SOFTMAX
@@ -211,6 +212,23 @@ def test_the_cuda_profile_bounds_the_plan_of_the_call(monkeypatch, fresh_launch_
         tree = full_softmax_record.reduction(host.plan((4, n), 1, x.device, x.element_size(), masked), n,
                                              profile.reduction.kind)
         assert profile.reduction.depth(n) >= tree.depth(n) and profile.reduction.rescales(n) >= tree.rescales(n), n
+
+
+@pytest.mark.parametrize("n, element_size", [((1 << 18) + 1, 4), (1 << 19, 4), (1 << 20, 2)], ids=str)
+def test_the_precision_model_sums_a_span_partly_held_in_registers_at_least_as_deep_as_the_cluster_kernel(
+        n, element_size):
+    """cluster_kernel sums a block's staged tiles elementwise (tiles - 1 additions), then a thread's values of the
+    sum in sequence and a tree over the block's threads; its held columns likewise, a thread's values then the tree;
+    then adds the two: the model's tree (the block's part, before its blocks meet) must be at least as deep."""
+    plan = gpu_plan(n, 4, 132, element_size, clusters=HOPPER_CLUSTERS)
+    assert plan.path == "cluster" and plan.held > 0
+    threads = 32 * plan.num_warps
+    tree = (threads - 1).bit_length()
+    tiles = (plan.span(n) - plan.held) // plan.block
+    staged = tiles - 1 + plan.block // threads - 1 + tree
+    held = plan.held // threads - 1 + tree
+    model = full_softmax_record.reduction(plan, n, "triton-block")
+    assert replace(model, spans=1).depth(n) >= max(staged, held) + 1
 
 
 @pytest.mark.parametrize("masked", [False, True])
