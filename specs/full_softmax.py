@@ -89,9 +89,11 @@ CAPABILITIES = Capabilities.extending(
     out_dtype=True,
     # The interpreter: one pass -> chunked -> split; Ascend: one pass -> chunked; CUDA: one pass ->
     # chunked in fp32 (masked rows first) and in half, chunked -> split in fp32; on Hopper with Triton 3.9, one
-    # pass -> cluster, cluster -> split in fp32 at 2^19 (in half at 2^20, past the suite's longest CUDA row).
+    # pass -> cluster, spans staged whole -> partly held in registers at 2^18 in fp32, cluster -> split in fp32 at
+    # 2^19 (in half at 2^19 and 2^20, past the suite's longest CUDA row).
     path_boundaries={"cpu": (INTERPRETER_BLOCK, 2 * INTERPRETER_BLOCK), "npu": (largest_block(interpret=False),),
                      "cuda": (GPU_MASKED_ROW_BYTES // 4, GPU_ROW_ELEMENTS, GPU_CHUNKED_ROW_BYTES // 4,
+                              longest_cluster_row(HOPPER_CLUSTERS, 4, held=False),
                               longest_cluster_row(HOPPER_CLUSTERS, 4))},
     # The tile, warps and path follow from the row length (and the card's tuned table, and whether card and
     # Triton run the cluster path) alone; fp32 sums are exact on CUDA.
@@ -104,13 +106,15 @@ def reduction(p: Plan, n: int, kind: str) -> Reduction:
 
     A split row's spans are added in the write kernel, in more warps than the statistics kernel's
     num_warps: counted over the fewer threads, their tree is at least as deep.  A cluster's blocks each
-    sum every tile of their span, padding included, and the values a thread holds of its columns held in
-    registers (each counted as a chunk: added in sequence), then meet as a split row's spans do
-    (``splits``, its blocks); the rescales the model counts between chunks, which the cluster path does
-    not do, exceed the ones it does (log2 of its blocks in their meeting, and the factor that brings a
-    block's exps to the row's maximum, an exp and a product each).
+    sum every tile of their span, padding included, and its columns held in registers (a sum of their own,
+    counted as one more tile as wide as they are: its tree, a thread's values then the block's, is no deeper
+    than a tile of that width, and the staged tiles' no deeper than it with the other tiles before), then
+    meet as a split row's spans do (``splits``, its blocks); the rescales the model counts between chunks,
+    which the cluster path does not do, exceed the ones it does (log2 of its blocks in their meeting, and the
+    factor that brings a block's exps to the row's maximum, an exp and a product each).
     """
-    return Reduction(kind, num_warps=p.num_warps, rows=p.rows, block=None if p.path == "single" else p.block,
+    return Reduction(kind, num_warps=p.num_warps, rows=p.rows,
+                     block=None if p.path == "single" else max(p.block, p.held),
                      chunks=1 if p.path == "single" else p.chunks(n), spans=p.splits)
 
 

@@ -1,14 +1,14 @@
 """full_softmax's cluster path, in Gluon (Triton 3.9 and later, NVIDIA sm_90 and sm_100): a long row over a
 thread-block cluster, read from memory once and written once, as a copy is.
 
-A row takes a cluster of C blocks, block k its span k of SPAN columns.  Each block copies its span into its
-shared memory (``cp.async``, a copy group a tile: no register waits on a load in flight, so that a few blocks
-of small tiles share an SM and one block's arithmetic runs while another's span arrives), then reads it from
-there in tiles of TILE columns: the span's maximum as its tiles land; its exps and their sum (an fp32 span's
-exps replace it in place, so that the write multiplies them rather than computing them again); the blocks'
-(maximum, sum) pairs met through distributed shared memory; the write.  The blocks meet as QuACK's do: each
-block stores its pair into every block's shared memory (one ``st.async`` a receiver, counted by the receiver's
-mbarrier) and waits on its own mbarrier alone, not at a barrier of the whole cluster.
+A row takes a cluster of C blocks, block k its span k of SPAN columns.  Each block copies its span (but for the
+HELD columns below) into its shared memory (``cp.async``, a copy group a tile: no register waits on a load in
+flight, so that a few blocks of small tiles share an SM and one block's arithmetic runs while another's span
+arrives), then reads it from there in tiles of TILE columns: the span's maximum as its tiles land; its exps
+and their sum (an fp32 span's exps replace it in place, so that the write multiplies them rather than computing
+them again); the blocks' (maximum, sum) pairs met through distributed shared memory; the write.  The blocks
+meet as QuACK's do: each block stores its pair into every block's shared memory (one ``st.async`` a receiver,
+counted by the receiver's mbarrier) and waits on its own mbarrier alone, not at a barrier of the whole cluster.
 
 Each block's part of a tile is a [C, TILE] tensor whose row k lives in block k, its columns in 16-byte pieces
 over the threads; its layout is explicit, so the order of a span's additions is the layout's, the same for

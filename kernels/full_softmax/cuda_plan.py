@@ -45,8 +45,8 @@ GPU_SPLIT_STATS_WARPS = 4
 GPU_SPLIT_WRITE_WARPS = 8
 GPU_MAX_WARPS = 32  # a CUDA block's 1024 threads
 # The cluster path (cluster_code.py: Triton 3.9 and later, sm_90 and sm_100), for rows longer than GPU_ROW_ELEMENTS:
-# a row over a cluster of blocks, each staging its span in shared memory.  Its settings follow from the card
-# (ClusterCard), each constant measured on an H100 (docs/speed.md):
+# a row over a cluster of blocks, each staging its span in shared memory (the longest spans, partly).  Its settings
+# follow from the card (ClusterCard), each constant measured on an H100 (docs/speed.md):
 GPU_CLUSTER_SPANS_PER_SM = 3  # spans as long as this many share an SM's shared memory (a power of two of bytes,
 # a share), staged whole: one block's loads run under another's arithmetic (a span an SM ran no faster than the
 # chunked path);
@@ -59,7 +59,8 @@ GPU_CLUSTER_HELD_PART = 4  # 1 / this of it held,
 GPU_CLUSTER_HELD_WARPS = 8  # in this many warps (of 4, 8 and 16 swept; 16, with the 64 registers a thread that two
 # blocks an SM leave them, ran at 0.51 (fp32) and 0.70 (bf16) of a copy: docs/bench/cluster-sweep-h100-held.json)
 GPU_RESERVED_SHARED_BYTES = 1024  # what CUDA keeps of an SM's shared memory for each block (sm_80 on)
-GPU_REGISTER_UNIT = 8  # a thread's registers are given in units of this many
+GPU_REGISTER_UNIT = 8  # a thread's registers are given in units of this many,
+GPU_MAX_REGISTERS = 255  # up to this many
 # The exact sums of fp32 outputs (triton_code._fixed_point_sums) fit 63 bits over a span of at most this many columns:
 GPU_EXACT_SPAN = 32768
 
@@ -76,11 +77,12 @@ class ClusterCard:
 HOPPER_CLUSTERS = ClusterCard(228 * 1024, 16, 65536)  # H100 and H200
 
 
-def longest_cluster_row(card: ClusterCard, element_size: int, exact: bool = False) -> int:
+def longest_cluster_row(card: ClusterCard, element_size: int, exact: bool = False, held: bool = True) -> int:
     """The longest row that takes the cluster path on ``card`` (0 if none does); ``exact``: for a call that sums
-    exactly (fp32 outputs)."""
+    exactly (fp32 outputs); not ``held``: the longest whose spans are staged whole."""
     bucket = GPU_ROW_ELEMENTS * 2
-    while cluster_settings(ShapeClass(bucket, element_size, False), card, exact):
+    while (settings := cluster_settings(ShapeClass(bucket, element_size, False), card, exact)) and (
+            held or not settings.held):
         bucket *= 2
     return bucket // 2 if bucket > GPU_ROW_ELEMENTS * 2 else 0
 
@@ -200,7 +202,7 @@ def cluster_settings(shape: ShapeClass, card: ClusterCard, exact: bool = False) 
     held = span // GPU_CLUSTER_HELD_PART
     per_sm = card.shared_bytes // ((span - held) * element_size + GPU_RESERVED_SHARED_BYTES)
     threads = 32 * GPU_CLUSTER_HELD_WARPS
-    registers = card.registers // (per_sm * threads) // GPU_REGISTER_UNIT * GPU_REGISTER_UNIT
+    registers = min(GPU_MAX_REGISTERS, card.registers // (per_sm * threads) // GPU_REGISTER_UNIT * GPU_REGISTER_UNIT)
     return Cluster(ctas, GPU_CLUSTER_HELD_WARPS, threads * GPU_CLUSTER_TILE_THREAD_BYTES // element_size, held,
                    per_sm, registers)
 

@@ -23,10 +23,10 @@ class Plan:
 
     def chunks(self, n: int) -> int:
         """Tiles a program takes of a row of n, one after another (of its span, for a split row; for the cluster
-        path, of a block's span of the row padded to a power of two, padding included, and the columns a thread
-        holds of its ``held`` part, which it adds in sequence too)."""
+        path, of a block's span of the row padded to a power of two, padding included, and its ``held`` columns
+        one more, as wide as they are: specs/full_softmax.py's reduction)."""
         if self.path == "cluster":
-            return (self.span(n) - self.held) // self.block + self.held // (32 * self.num_warps)
+            return (self.span(n) - self.held) // self.block + (self.held > 0)
         return max(1, math.ceil(n / (self.block * self.splits)))
 
     def span(self, n: int) -> int:
