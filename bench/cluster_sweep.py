@@ -34,8 +34,9 @@ from bench.cluster_kernels import (GRID_WAIT_NS, exchange_of, grid_kernel, held_
                                    launch_grid, reread_kernel)
 from kernels.full_softmax.arithmetic import HALF_RECIPROCAL, PRECISE  # noqa: E402
 from kernels.full_softmax.cluster_code import VECTOR_BYTES, cluster_kernel, cluster_layout  # noqa: E402
-from kernels.full_softmax.cuda_plan import (GPU_REGISTER_UNIT, GPU_RESERVED_SHARED_BYTES,  # noqa: E402
-                                            HOPPER_CLUSTERS)
+from kernels.full_softmax.triton_code import FIXED_POINT_COLUMNS  # noqa: E402
+from kernels.full_softmax.cuda_plan import (GPU_MAX_REGISTERS, GPU_REGISTER_UNIT,  # noqa: E402
+                                            GPU_RESERVED_SHARED_BYTES, HOPPER_CLUSTERS)
 from kernels import peers  # noqa: E402
 from kernels.launch import HAS_CLUSTER_LAYOUTS  # noqa: E402
 from kernels.full_softmax import softmax as full_softmax  # noqa: E402
@@ -74,7 +75,7 @@ def settings(n: int, element_size: int) -> list[tuple]:
                     tile = warps * 32 * vector * pieces
                     span_bytes = n // ctas * element_size
                     if (ctas <= most and span_bytes <= STAGED_BYTES and 1 <= n // (ctas * tile) <= 64
-                            and (element_size == 2 or n // ctas <= 32768)
+                            and (element_size == 2 or n // ctas <= FIXED_POINT_COLUMNS.value)
                             and (kind == "staged-posted" or GRID_SPAN_BYTES[0] <= span_bytes <= GRID_SPAN_BYTES[1])):
                         found.append((kind, ctas, warps, tile))
     return found + held_settings(n, element_size)
@@ -90,7 +91,7 @@ def held_settings(n: int, element_size: int) -> list[tuple]:
     found = []
     for ctas in (8, 16):
         span = n // ctas
-        if span * element_size not in (65536, 131072) or (element_size == 4 and span > 32768):
+        if span * element_size not in (65536, 131072) or (element_size == 4 and span > FIXED_POINT_COLUMNS.value):
             continue
         for warps in (4, 8, 16):
             threads = warps * 32
@@ -101,10 +102,10 @@ def held_settings(n: int, element_size: int) -> list[tuple]:
                     continue
                 held_registers = held * element_size // 4 // threads
                 blocks = min(HOPPER_CLUSTERS.shared_bytes // (staged_bytes + GPU_RESERVED_SHARED_BYTES), 4)
-                max_registers = min(255, HOPPER_CLUSTERS.registers // (blocks * threads) // GPU_REGISTER_UNIT
-                                    * GPU_REGISTER_UNIT)
-                limits = {None} | ({max_registers} if max(64, held_registers + OTHER_REGISTERS) <= max_registers < 255
-                                   else set())
+                max_registers = min(GPU_MAX_REGISTERS, HOPPER_CLUSTERS.registers // (blocks * threads)
+                                    // GPU_REGISTER_UNIT * GPU_REGISTER_UNIT)
+                fits = max(64, held_registers + OTHER_REGISTERS) <= max_registers < GPU_MAX_REGISTERS
+                limits = {None} | ({max_registers} if fits else set())
                 for registers in sorted(limits, key=lambda r: r or 256):
                     for even in ((True, False) if held == 0 and registers is None else (True,)):
                         found.append(("staged-held", ctas, warps, tile, held, even, registers))

@@ -33,7 +33,7 @@ from triton.experimental.gluon.language.nvidia.ampere import async_copy
 from triton.experimental.gluon.language.nvidia.hopper import async_store, mbarrier
 
 from .arithmetic import HALF_RECIPROCAL, PRECISE
-from .triton_code import FIXED_POINT_ONE, _exp_gap, _rescale, _row_bases, _shift, _times_float64
+from .triton_code import FIXED_POINT_COLUMNS, FIXED_POINT_ONE, _exp_gap, _rescale, _row_bases, _shift, _times_float64
 
 VECTOR_BYTES = 16  # a thread's piece of a row: one 16-byte copy
 
@@ -233,7 +233,7 @@ def cluster_kernel(y_ptr, x_ptr, n_cols, size1, size2, xs0, xs1, xs2, xsd, ys0, 
     if EVEN:
         n_cols = C * SPAN
     gl.static_assert(ARITH == PRECISE or ARITH == HALF_RECIPROCAL, "the cluster path computes as CUDA's fp32 or half")
-    gl.static_assert(ARITH != PRECISE or SPAN <= 32768, "a span's fixed-point sum must fit 63 bits")
+    gl.static_assert(ARITH != PRECISE or SPAN <= FIXED_POINT_COLUMNS, "a span's fixed-point sum must fit 63 bits")
     gl.static_assert(HELD + TILE <= SPAN and (SPAN - HELD) % TILE == 0, "a span stages one whole tile or more")
     TILES: gl.constexpr = (SPAN - HELD) // TILE
     mailbox = _mailbox(C, ARITH == PRECISE)

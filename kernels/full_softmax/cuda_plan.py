@@ -18,6 +18,7 @@ from typing import NamedTuple
 import triton
 
 from .plan import Plan, split_plan
+from .triton_code import FIXED_POINT_COLUMNS
 
 GPU_ROW_ELEMENTS = 32768  # the longest row one program holds in registers, as fp32 values
 GPU_SHORT_ROW_BYTES = 2048  # shorter rows share a tile of GPU_TILE_BYTES, GPU_TILE_THREAD_BYTES a thread,
@@ -61,8 +62,6 @@ GPU_CLUSTER_HELD_WARPS = 8  # in this many warps (of 4, 8 and 16 swept; 16, with
 GPU_RESERVED_SHARED_BYTES = 1024  # what CUDA keeps of an SM's shared memory for each block (sm_80 on)
 GPU_REGISTER_UNIT = 8  # a thread's registers are given in units of this many,
 GPU_MAX_REGISTERS = 255  # up to this many
-# The exact sums of fp32 outputs (triton_code._fixed_point_sums) fit 63 bits over a span of at most this many columns:
-GPU_EXACT_SPAN = 32768
 
 
 @dataclass(frozen=True)
@@ -74,7 +73,7 @@ class ClusterCard:
     registers: int = 65536  # 32-bit registers of an SM, shared by its blocks' threads (sm_90, sm_100: 64 K)
 
 
-HOPPER_CLUSTERS = ClusterCard(228 * 1024, 16, 65536)  # H100 and H200
+HOPPER_CLUSTERS = ClusterCard(228 * 1024, 16)  # H100 and H200
 
 
 def longest_cluster_row(card: ClusterCard, element_size: int, exact: bool = False, held: bool = True) -> int:
@@ -184,17 +183,18 @@ def cluster_settings(shape: ShapeClass, card: ClusterCard, exact: bool = False) 
     """The cluster path's settings for a class on ``card``, or None where the class does not take it: masked rows,
     rows of one pass, and rows whose spans would pass GPU_CLUSTER_HELD_SPANS shares of an SM's shared memory (a share:
     the largest power of two of bytes within 1 / GPU_CLUSTER_SPANS_PER_SM of it), or, where the call sums exactly
-    (``exact``), GPU_EXACT_SPAN columns.  A row takes 2 to the card's most blocks; a span within a share is staged
-    whole, GPU_CLUSTER_THREAD_VALUES of it a thread, GPU_CLUSTER_TILE_THREAD_BYTES of a tile; a longer one holds
-    1 / GPU_CLUSTER_HELD_PART of its columns in the registers of GPU_CLUSTER_HELD_WARPS warps, as many blocks an SM as
-    its staged part allows, each thread's registers limited so that their threads fit too."""
+    (``exact``: fp32 outputs, whose fixed-point sums add a span's values), FIXED_POINT_COLUMNS columns.  A row
+    takes 2 to the card's most blocks; a span within a share is staged whole, GPU_CLUSTER_THREAD_VALUES of it a
+    thread, GPU_CLUSTER_TILE_THREAD_BYTES of a tile; a longer one holds 1 / GPU_CLUSTER_HELD_PART of its columns in
+    the registers of GPU_CLUSTER_HELD_WARPS warps, as many blocks an SM as its staged part allows, each thread's
+    registers limited so that their threads fit too."""
     bucket, element_size, masked = shape
     if masked or bucket <= GPU_ROW_ELEMENTS:
         return None
     share = 1 << ((card.shared_bytes // GPU_CLUSTER_SPANS_PER_SM).bit_length() - 1)
     ctas = min(card.max_ctas, max(2, bucket * element_size // share))
     span = bucket // ctas
-    if span * element_size > GPU_CLUSTER_HELD_SPANS * share or (exact and span > GPU_EXACT_SPAN):
+    if span * element_size > GPU_CLUSTER_HELD_SPANS * share or (exact and span > FIXED_POINT_COLUMNS.value):
         return None
     if span * element_size <= card.shared_bytes // GPU_CLUSTER_SPANS_PER_SM:
         warps = min(GPU_MAX_WARPS, max(1, span // (32 * GPU_CLUSTER_THREAD_VALUES)))

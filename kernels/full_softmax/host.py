@@ -56,7 +56,7 @@ def cluster_card(device: torch.device) -> ClusterCard | None:
     shared = getattr(properties, "shared_memory_per_multiprocessor", None)
     if major not in CLUSTER_MAJORS or not shared:
         return None
-    return ClusterCard(shared, 16, getattr(properties, "regs_per_multiprocessor", None) or 65536)
+    return ClusterCard(shared, 16, getattr(properties, "regs_per_multiprocessor", None) or ClusterCard.registers)
 
 
 def _run(x: torch.Tensor, dim: int, *, log: bool, mask: torch.Tensor | None,

@@ -168,7 +168,8 @@ def _row_sums(e, ARITH: tl.constexpr, EXACT: tl.constexpr):
     return total
 
 
-FIXED_POINT_ONE = tl.constexpr(2.0**47)  # n (1 + 2^-23) 2^47 < 2^63 for rows of n <= 32768
+FIXED_POINT_ONE = tl.constexpr(2.0**47)  # n (1 + 2^-23) 2^47 < 2^63 for rows of n <= FIXED_POINT_COLUMNS
+FIXED_POINT_COLUMNS = tl.constexpr(32768)  # the most values one fixed-point sum adds
 
 
 @triton.jit
@@ -179,7 +180,7 @@ def _fixed_point_sums(e):
     e >= 2^-24, and the conversion truncates smaller ones by less than 2^-47, so the sum, at
     least 1, errs by at most n 2^-47 <= 2^-32 relative.  It runs as fast as a float64 sum or
     faster (docs/speed.md), and needs fewer registers: it keeps no float64 copy of e."""
-    tl.static_assert(e.shape[1] <= 32768, "a row's fixed-point sum must fit 63 bits")
+    tl.static_assert(e.shape[1] <= FIXED_POINT_COLUMNS, "a row's fixed-point sum must fit 63 bits")
     total = tl.sum((e * FIXED_POINT_ONE).to(tl.int64), axis=1).to(tl.float64) * (1.0 / FIXED_POINT_ONE)
     nan_check = tl.sum(e, axis=1)  # the conversion takes NaN to some integer; a float sum keeps it
     return tl.where(nan_check == nan_check, total, float("nan"))
