@@ -103,6 +103,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="the soak's rounds at once, each with its own seed (python -m harness.soak --parallel)")
     parser.add_argument("--examples-per-test", type=soak.positive_count, metavar="N",
                         help="N examples for every test of a round, not equal time (python -m harness.soak)")
+    parser.add_argument("--rounds", type=soak.positive_count, metavar="R",
+                        help="at most R rounds of the soak, however much of the time box is left "
+                             "(python -m harness.soak)")
     args = parser.parse_args(ours)
     if args.merge_shards:
         return merged_night(args)
@@ -116,8 +119,9 @@ def main(argv: list[str] | None = None) -> int:
     with soak.Interruption().handled() as interruption:
         resume = ["--resume"] if args.resume else []
         per_test = ["--examples-per-test", str(args.examples_per_test)] if args.examples_per_test else []
+        rounds = ["--rounds", str(args.rounds)] if args.rounds else []
         soak.main(["--minutes", str(args.minutes), "--out", str(args.out / "soak"), "--parallel", str(args.parallel),
-                   *per_test, *resume, "--", *pytest_args],
+                   *per_test, *rounds, *resume, "--", *pytest_args],
                   interruption)
         return night(args, interruption)
 

@@ -2,7 +2,7 @@
 
 Driver (what a nightly job runs)::
 
-    python -m harness.soak --minutes 20 [--out DIR] [--examples DIR] [--resume] -- -n auto --device cuda --kernel torch
+    python -m harness.soak --minutes 20 [--out DIR] [--examples DIR] [--resume] [--rounds R] -- -n auto --device cuda --kernel torch
 
 Each round is ``python -m pytest --hypothesis-profile nightly --soak-seed SEED`` with
 the pytest arguments after ``--``, a fresh random seed, and the round's report in
@@ -409,6 +409,10 @@ def main(argv: list[str] | None = None, interruption: Interruption | None = None
     parser.add_argument("--parallel", type=positive_count, default=1, metavar="P",
                         help="run P rounds at once, each with its own seed (seed shards): where the tests are fewer "
                              "than the workers, P rounds of -n W/P keep all W busy (default 1)")
+    parser.add_argument("--rounds", type=positive_count, metavar="R",
+                        help="at most R rounds, however much of the time box is left (with --examples-per-test: "
+                             "a fixed amount of search, the minutes only its limit on a slow host; default: rounds "
+                             "until the time box is spent)")
     args = parser.parse_args(ours)
     refuse_earlier_rounds(parser, args.out, args.resume)
     if interruption is None:
@@ -428,9 +432,11 @@ def run_soak(args: argparse.Namespace, pytest_args: list[str], interruption: Int
     earlier = read_summary(args.out)["rounds"] if args.resume else []
     first = max(round_numbers(args.out) + [r["round"] for r in earlier], default=0) + 1
     done = []
-    while interruption.signal is None and (not done or deadline - time.time() >= 60):  # a round needs a minute
-        numbers = range(first + len(done), first + len(done) + args.parallel)
-        with concurrent.futures.ThreadPoolExecutor(args.parallel) as pool:
+    rounds = args.rounds or math.inf
+    # A round needs a minute.
+    while interruption.signal is None and len(done) < rounds and (not done or deadline - time.time() >= 60):
+        numbers = range(first + len(done), first + len(done) + int(min(args.parallel, rounds - len(done))))
+        with concurrent.futures.ThreadPoolExecutor(len(numbers)) as pool:
             batch = list(pool.map(lambda n: run_round(n, args, pytest_args, deadline, env, interruption), numbers))
         for r in batch:
             print(f"round {r['round']}: seed {r['seed']}, {r['minutes']} min, {r['passed']} passed, {r['failed']} "

@@ -18,7 +18,7 @@ RUN_HERE = {
     "python -m harness.replay --kernel examples/my_kernels.py:softmax_half_sum --device cpu --op softmax "
     "\"Case(shape=(2, 4096), dim=1, dtype=torch.bfloat16, values=Values(kind='equal', scale=1.0), seed=4)\"":
         (1, "beyond the derived bound"),
-    "python -m harness.nightly --minutes 1 --examples-per-test 20 --out reports/nightly -- --kernel examples/my_kernels.py:softmax":
+    "python -m harness.nightly --minutes 5 --rounds 1 --examples-per-test 20 --out reports/nightly -- --kernel examples/my_kernels.py:softmax":
         (0, "nightly: PASSED"),
 }
 

@@ -8,7 +8,6 @@ import time
 
 import pytest
 
-from harness import soak
 from harness.plugins import timebox
 from tests.scenarios.soak_stalled import is_running, stalled_pid
 from tests import subruns
@@ -265,3 +264,15 @@ def test_examples_per_test_gives_every_test_that_many_examples_whatever_its_shar
     assert result.returncode == 0, result.stdout + result.stderr
     ran = json.loads((tmp_path / "soak.json").read_text())["rounds"][0]["examples_per_test"]
     assert ran[f"{SCENARIO}::test_slow_examples"] == 180 and ran[f"{SCENARIO}::test_planted_value"] == 180, ran
+
+
+def test_rounds_caps_the_rounds_however_much_of_the_time_box_is_left(tmp_path):
+    """A fixed amount of search (one round of 20 examples a test) in a time box of ten minutes: the soak ends after
+    its round, not at the box's end, and --parallel does not add rounds past the cap."""
+    started = time.time()
+    result = subruns.run(soak_command(tmp_path, "--minutes", "10", "--rounds", "1", "--parallel", "2",
+                                      "--examples-per-test", "20", tests=[SCENARIO, "-k", "value"]))
+    assert result.returncode == 0, result.stdout + result.stderr
+    rounds = json.loads((tmp_path / "soak.json").read_text())["rounds"]
+    assert [r["examples_per_test"] for r in rounds] == [{f"{SCENARIO}::test_planted_value": 20}], rounds
+    assert time.time() - started < 5 * 60, result.stdout
