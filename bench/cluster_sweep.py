@@ -35,8 +35,8 @@ from bench.cluster_kernels import (GRID_WAIT_NS, exchange_of, grid_kernel, held_
 from kernels.full_softmax.arithmetic import HALF_RECIPROCAL, PRECISE  # noqa: E402
 from kernels.full_softmax.cluster_code import VECTOR_BYTES, cluster_kernel, cluster_layout  # noqa: E402
 from kernels.full_softmax.triton_code import FIXED_POINT_COLUMNS  # noqa: E402
-from kernels.full_softmax.cuda_plan import (GPU_MAX_REGISTERS, GPU_REGISTER_UNIT,  # noqa: E402
-                                            GPU_RESERVED_SHARED_BYTES, HOPPER_CLUSTERS)
+from kernels.full_softmax.cuda_plan import (GPU_MAX_REGISTERS, HOPPER_CLUSTERS, blocks_per_sm,  # noqa: E402
+                                            register_limit)
 from kernels import peers  # noqa: E402
 from kernels.launch import HAS_CLUSTER_LAYOUTS  # noqa: E402
 from kernels.full_softmax import softmax as full_softmax  # noqa: E402
@@ -101,9 +101,8 @@ def held_settings(n: int, element_size: int) -> list[tuple]:
                 if held % tile:
                     continue
                 held_registers = held * element_size // 4 // threads
-                blocks = min(HOPPER_CLUSTERS.shared_bytes // (staged_bytes + GPU_RESERVED_SHARED_BYTES), 4)
-                max_registers = min(GPU_MAX_REGISTERS, HOPPER_CLUSTERS.registers // (blocks * threads)
-                                    // GPU_REGISTER_UNIT * GPU_REGISTER_UNIT)
+                blocks = min(blocks_per_sm(HOPPER_CLUSTERS, staged_bytes), 4)
+                max_registers = register_limit(HOPPER_CLUSTERS, blocks, threads)
                 fits = max(64, held_registers + OTHER_REGISTERS) <= max_registers < GPU_MAX_REGISTERS
                 limits = {None} | ({max_registers} if fits else set())
                 for registers in sorted(limits, key=lambda r: r or 256):

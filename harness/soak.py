@@ -435,7 +435,7 @@ def run_soak(args: argparse.Namespace, pytest_args: list[str], interruption: Int
     rounds = args.rounds or math.inf
     # A round needs a minute.
     while interruption.signal is None and len(done) < rounds and (not done or deadline - time.time() >= 60):
-        numbers = range(first + len(done), first + len(done) + int(min(args.parallel, rounds - len(done))))
+        numbers = range(first + len(done), first + len(done) + min(args.parallel, rounds - len(done)))
         with concurrent.futures.ThreadPoolExecutor(len(numbers)) as pool:
             batch = list(pool.map(lambda n: run_round(n, args, pytest_args, deadline, env, interruption), numbers))
         for r in batch:

@@ -200,11 +200,21 @@ def cluster_settings(shape: ShapeClass, card: ClusterCard, exact: bool = False) 
         warps = min(GPU_MAX_WARPS, max(1, span // (32 * GPU_CLUSTER_THREAD_VALUES)))
         return Cluster(ctas, warps, warps * 32 * GPU_CLUSTER_TILE_THREAD_BYTES // element_size)
     held = span // GPU_CLUSTER_HELD_PART
-    per_sm = card.shared_bytes // ((span - held) * element_size + GPU_RESERVED_SHARED_BYTES)
+    per_sm = blocks_per_sm(card, (span - held) * element_size)
     threads = 32 * GPU_CLUSTER_HELD_WARPS
-    registers = min(GPU_MAX_REGISTERS, card.registers // (per_sm * threads) // GPU_REGISTER_UNIT * GPU_REGISTER_UNIT)
+    registers = register_limit(card, per_sm, threads)
     return Cluster(ctas, GPU_CLUSTER_HELD_WARPS, threads * GPU_CLUSTER_TILE_THREAD_BYTES // element_size, held,
                    per_sm, registers)
+
+
+def blocks_per_sm(card: ClusterCard, staged_bytes: int) -> int:
+    """Blocks staging ``staged_bytes`` each that an SM's shared memory holds at once (CUDA's reserve counted)."""
+    return card.shared_bytes // (staged_bytes + GPU_RESERVED_SHARED_BYTES)
+
+
+def register_limit(card: ClusterCard, blocks: int, threads: int) -> int:
+    """The most registers a thread may take so that ``blocks`` blocks of ``threads`` threads share an SM's."""
+    return min(GPU_MAX_REGISTERS, card.registers // (blocks * threads) // GPU_REGISTER_UNIT * GPU_REGISTER_UNIT)
 
 
 def gpu_row_warps(block: int, element_size: int, masked: bool) -> int:
