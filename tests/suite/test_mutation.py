@@ -29,7 +29,7 @@ from harness.internals import payload
 from specs import mutants
 from specs.mutants import BUG_CLASSES
 from specs.operations import OPERATIONS
-from tests import junit
+from tests import outcomes
 
 CATCHING_TESTS = ("tests/kernel/test_accuracy.py", "tests/kernel/test_statistical_bias.py", "tests/kernel/test_metamorphic.py")
 CONTRACT_TESTS = ("tests/kernel/test_refusals.py",)
@@ -65,17 +65,17 @@ def is_verdict(message: str) -> bool:
     return named is None or named.group(1).rsplit(".", 1)[-1] in VERDICTS
 
 
-def failing_tests(run_pytest, kernels: list[str], junit_file, *args: str,
+def failing_tests(run_pytest, kernels: list[str], outcomes_file, *args: str,
                   verdicts_only: bool = False) -> tuple[dict[str, list[str]], str]:
     """One sub-run judging ``kernels``: each kernel's failed tests (node ids), and the run's output.  With
     ``verdicts_only``, a failure that is not a verdict (:func:`is_verdict`) fails the sub-run instead."""
     chosen = [arg for kernel in kernels for arg in ("--kernel", kernel)]
-    result = run_pytest(*args, *chosen, "--hypothesis-profile", "mutation", "--junitxml", str(junit_file), "-q")
+    result = run_pytest(*args, *chosen, "--hypothesis-profile", "mutation", "--outcomes", str(outcomes_file), "-q")
     if result.returncode not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
         raise AssertionError(f"the sub-run for {kernels} did not run its tests:\n{result.stdout[-3000:]}\n"
                              f"{result.stderr}")
     failed: dict[str, list[str]] = {kernel: [] for kernel in kernels}
-    for case in junit.outcomes(junit_file):
+    for case in outcomes.read(outcomes_file):
         if case.kind in ("failure", "error"):
             if verdicts_only and (case.kind == "error" or not is_verdict(case.message)):
                 raise AssertionError(f"{case.node} failed with no verdict on the kernel's numbers, so it catches no "
@@ -116,7 +116,7 @@ def caught_in(once, run_pytest, sub_run_of):
             kernel = kernel_of(chosen[0])
             tests = (*CATCHING_TESTS, "-k", FORWARD_ONLY) if kernel == "forward" else (
                 CATCHING_TESTS[0], "-k", OPERATION_TESTS[kernel])
-            return failing_tests(run_pytest, [f"specs.mutants:{mutant}" for mutant in chosen], folder / "junit.xml",
+            return failing_tests(run_pytest, [f"specs.mutants:{mutant}" for mutant in chosen], folder / "outcomes.jsonl",
                                  *tests, "--maxfail-per-kernel", "1", verdicts_only=True)[0]
 
         return once(f"mutants-{k}", run)[0]
@@ -177,7 +177,7 @@ def test_a_catch_is_checked_against_the_parent_as_the_same_test():
 
 
 def judged_correct(run_pytest, tmp_path, request, correct: str, *tests: str, scope: str) -> None:
-    failed, output = failing_tests(run_pytest, [correct], tmp_path / "junit.xml", *tests, *CONTRACT_TESTS)
+    failed, output = failing_tests(run_pytest, [correct], tmp_path / "outcomes.jsonl", *tests, *CONTRACT_TESTS)
     failed = failed[correct]
     payload.add(request.node, "mutation", {"correct": correct, "scope": scope, "failed": failed})
     assert not failed, f"false alarm on {correct}: {failed}\n{output[-3000:]}"

@@ -43,7 +43,7 @@ def caught_in(once, run_pytest):
     def caught(operation: str) -> dict[str, list[str]]:
         def run(folder):
             kernels = [selector(name) for name in NAMES if sub_run_of(name) == operation]
-            return failing_tests(run_pytest, kernels, folder / "junit.xml", *judged_by(operation),
+            return failing_tests(run_pytest, kernels, folder / "outcomes.jsonl", *judged_by(operation),
                                  "--maxfail-per-kernel", "1", verdicts_only=True)[0]
 
         return once(f"reported-bugs-{operation}", run)[0]
@@ -78,6 +78,6 @@ def test_each_control_passes_the_test_that_caught_its_bug(caught_in, run_pytest,
                         .replace(f"[{selector(name)}]", f"[{selector(name, fixed=True)}]")
                     for name, nodes in caught.items() for node in nodes})
     controls = [selector(name, fixed=True) for name, nodes in caught.items() if nodes]
-    failed, output = failing_tests(run_pytest, controls, tmp_path / "junit.xml", *ON_THE_CPU, *tests)
+    failed, output = failing_tests(run_pytest, controls, tmp_path / "outcomes.jsonl", *ON_THE_CPU, *tests)
     assert not any(failed.values()), f"false alarms on the controls: {failed}\n{output[-3000:]}"
     assert f"{len(tests)} passed" in output, output[-3000:]  # each ran, none skipped
