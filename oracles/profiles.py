@@ -99,7 +99,7 @@ arithmetic in its record (``specs/``).
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import fields, replace
 
 import torch
 
@@ -239,10 +239,34 @@ LOOSENING = {"flushes_subnormals": True, "exp_of_zero_exact": False, "exp_rounde
 DEFAULT_DOWNCAST = 1.0  # the conversion of a dtype that downcast_ulps does not list: toward zero (bounds.py)
 
 
-def looser_than(arithmetic: Arithmetic, known: Arithmetic) -> list[str]:
+# The figures and flags that only one operation's bound reads (oracles/bounds.py), by what reads them: the forward
+# log_softmax (log_softmax_bound) and the softmax backward (softmax_backward_bound).  Every other figure reaches every
+# operation's bound, or may; tests/suite/test_declared_precision.py checks, operation by operation, that moving a
+# figure this table keeps from an operation moves none of its bounds.
+FORWARD_LOG = ("log_ulps", "log_abs", "log_terms_in_output", "log_shift_rounded", "log_result_ulps")
+SOFTMAX_BACKWARD = ("backward_products_in_input",)
+
+
+def read_by(operation) -> frozenset[str] | None:
+    """The figures of an Arithmetic that the bounds of ``operation`` (an oracles.call.Operation) read: all but those
+    of the other operations in FORWARD_LOG and SOFTMAX_BACKWARD; None (all) for no operation."""
+    if operation is None:
+        return None
+    others = set(FORWARD_LOG if not (operation.log and not operation.backward) else ()) | set(
+        SOFTMAX_BACKWARD if not (operation.backward and not operation.log) else ())
+    return frozenset(f.name for f in fields(Arithmetic)) - others
+
+
+def looser_than(arithmetic: Arithmetic, known: Arithmetic, read: frozenset[str] | None = None) -> list[str]:
     """Each respect in which ``arithmetic`` gives looser bounds than ``known``, with both values; [] for none.
+    ``read``: only the figures an operation's bounds read (:func:`read_by`); None: every figure.
 
     A figure that is no number (NaN) is looser: no bound derived from it holds a kernel to anything."""
+    return [said for said in _looser_than(arithmetic, known)
+            if read is None or said.partition(":")[0].partition("[")[0] in read]
+
+
+def _looser_than(arithmetic: Arithmetic, known: Arithmetic) -> list[str]:
     scale = arithmetic.compute.unit_roundoff / known.compute.unit_roundoff
     figures = [(name, getattr(arithmetic, name) * scale, getattr(known, name)) for name in ULPS_OF_COMPUTE]
     figures += [(name, getattr(arithmetic, name), getattr(known, name)) for name in ABSOLUTE]
