@@ -164,6 +164,18 @@ def run_metadata(config: pytest.Config) -> dict:
     }
 
 
+VERDICTS = {pytest.ExitCode.OK: "PASSED", pytest.ExitCode.INTERRUPTED: "INTERRUPTED",
+            pytest.ExitCode.NO_TESTS_COLLECTED: "NOTHING TESTED"}
+
+
+def run_verdict(status: int, stats: dict, gate_said: str) -> str:
+    """"verdict: PASSED|FAILED|INTERRUPTED|NOTHING TESTED: N passed, M failed[, E errors]; <the gate's verdict>"."""
+    counts = {kind: len(stats.get(kind, [])) for kind in ("passed", "failed", "error")}  # pytest's own tallies
+    tests = f"{counts['passed']} passed, {counts['failed']} failed" + (f", {counts['error']} errors" if counts["error"]
+                                                                        else "")
+    return f"verdict: {VERDICTS.get(status, 'FAILED')}: {tests}; {gate_said}"
+
+
 def git_commit(root: Path) -> str:
     try:
         commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True,
@@ -207,6 +219,7 @@ class Gatherer:
         self.baseline_written: Path | None = None
         self.baseline_notes: list[str] = []
         self.worker_devices: dict[str, str] = {}  # xdist worker -> its device
+        self.exitstatus: int = pytest.ExitCode.OK  # the run's, once decided (tests and gate)
 
     def workers(self) -> dict[str, int]:
         """How many processes ran tests on each device: xdist's workers, else this one."""
@@ -268,6 +281,7 @@ class Gatherer:
         gate_fails = run.gate is not None and not run.gate.update and gate.fails(self.findings, run.gate.require)
         session.exitstatus, self.nothing_tested = exit_status(session.exitstatus, ledger, gate_fails,
                                                               config.getoption("collectonly"), self.named())
+        self.exitstatus = session.exitstatus
         if run.report is not None:
             gated = None if run.gate is None or run.gate.update else run.gate.path
             verdict = artifacts.verdict(ledger.passed, ledger.failures, self.findings, gated, self.interrupted,
@@ -343,11 +357,14 @@ class Gatherer:
             write(f"accuracy report: wrote {written}")
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
+        """A gated run's last line: its verdict, of its tests and its gate together (pytest's line of counts, above
+        it, says nothing of the gate, and the gate's nothing of the tests that failed)."""
         run = session_of(config)
         reporter = config.pluginmanager.getplugin("terminalreporter")
         if reporter is not None and run.gate is not None and not run.gate.update:
-            verdict = gate.verdict(self.findings, self.unjudged, self.measured, run.gate.path, self.interrupted)
-            write_line(reporter, verdict, red=" FAILED" in verdict, green=" no regression" in verdict)
+            said = gate.verdict(self.findings, self.unjudged, self.measured, run.gate.path, self.interrupted)
+            line = run_verdict(self.exitstatus, reporter.stats, said)
+            write_line(reporter, line, red=not line.startswith("verdict: PASSED"), green=line.startswith("verdict: PASSED"))
 
     def summarize_gate(self, terminalreporter, gated) -> None:
         write = functools.partial(write_line, terminalreporter)

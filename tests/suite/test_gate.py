@@ -50,6 +50,16 @@ def test_a_gate_replaying_an_example_database_is_not_judged(run_pytest, made, tm
     assert "no regression" not in replaying.stdout
 
 
+def test_a_gated_run_whose_tests_fail_ends_on_its_verdict_failed_whatever_the_gate_says(run_pytest, made):
+    """A fresh install ended "10 failed, 1237 passed" then "accuracy gate: no regression": its last line read as a
+    pass.  A kernel beside the gated one fails its test (not in the baseline: not gated)."""
+    result = run_pytest(*ACCURACY, "--kernel", GATE_KERNEL, "--kernel", "tests.hostile.declares_loose_precision:softmax",
+                        "--accuracy-baseline", str(made))
+    last = result.stdout.splitlines()[-1]
+    assert result.returncode == pytest.ExitCode.TESTS_FAILED, result.stdout[-3000:]
+    assert last.startswith("verdict: FAILED: ") and " 1 failed" in last and "accuracy gate: no regression" in last, last
+
+
 def test_a_kernel_whose_tests_all_crash_fails_the_gate(run_pytest, made, tmp_path):
     crashed = run_pytest(*ACCURACY, "--kernel", GATE_KERNEL, "--accuracy-baseline", str(made), "--accuracy-report",
                          str(tmp_path / "report"), SOFTMAX_SUITE_PLANT_LOSS="raise")

@@ -126,7 +126,9 @@ def test_gate_fails_a_planted_precision_loss_and_passes_the_real_kernel(run_pyte
     lossy = run_pytest(*ACCURACY, "--kernel", GATE_KERNEL, "--accuracy-baseline", str(reference),
                        SOFTMAX_SUITE_PLANT_LOSS="1")
     assert lossy.returncode == pytest.ExitCode.TESTS_FAILED, lossy.stdout[-3000:]
-    assert "passed" in lossy.stdout and "failed" not in lossy.stdout.splitlines()[-1]  # tests pass, the gate fails
+    last = lossy.stdout.splitlines()[-1]  # tests pass, the gate fails: the run's verdict says both
+    assert last.startswith("verdict: FAILED: ") and " 0 failed" in last and "accuracy gate: FAILED" in last, last
+    assert same.stdout.splitlines()[-1].startswith("verdict: PASSED: "), same.stdout[-3000:]
     table = lossy.stdout.split("accuracy regressions against the baseline")[1]
     assert re.search(r"mean_ulp +[0-9.e+-]+ +[0-9.e+-]+ +[0-9.e+-]+ +regressed", table)  # baseline, allowed, now
 
