@@ -81,6 +81,9 @@ def problems_of(data: dict, backend: str) -> list[str]:
         problems.append(f"made with Hypothesis profile {data.get('profile')!r}, not {PROFILE!r}")
     if not (isinstance(data.get("draws"), str) and data["draws"]):
         problems.append("no draws fingerprint (what inputs its statistics came from)")
+    declared = data.get("kernel_draws", {})
+    if not (isinstance(declared, dict) and all(isinstance(v, str) and v for v in declared.values())):
+        problems.append("kernel_draws must map kernel -> the fingerprint of its declaration")
     kernels, held, sources = data.get("kernels"), data.get("invariances", {}), data.get("invariance_tests", {})
     if not (isinstance(held, dict) and all(isinstance(cells, dict) and all(isinstance(v, bool) for v in cells.values())
                                            for cells in held.values())):
@@ -131,6 +134,9 @@ def build(categories: dict, *, backend: str, profile: str, run: dict, invariance
         "device": run.get("device"),
         "cpu_capability": run.get("cpu_capability"),
         "draws": run.get("draws"),
+        # Each kernel's declaration as it decides its draws (harness.plugins.seeding.kernel_fingerprint).
+        "kernel_draws": {kernel: digest for kernel, digest in (run.get("kernel_draws") or {}).items()
+                         if kernel in set(categories) | set(held)},
         "made_by": {key: run.get(key) for key in ("git_commit", "versions", "started")},
         "kernels": {
             kernel: {key: {metric: stats["kernel"][metric] or 0.0 for metric in SLACK}
@@ -158,9 +164,16 @@ def merge(old: dict | None, new: dict, ran: set[str], *, prune: bool) -> tuple[d
         return new, [f"the existing baseline came from {' and '.join(stale)}: replaced whole, not merged"]
     merged = json.loads(json.dumps(new))  # a deep copy
     kept = dropped = 0
+    redrawn = sorted(kernel for kernel, digest in old.get("kernel_draws", {}).items()
+                     if kernel in new["kernel_draws"] and new["kernel_draws"][kernel] != digest)
+    for kernel, digest in old.get("kernel_draws", {}).items():
+        merged["kernel_draws"].setdefault(kernel, digest)
     for kernel, groups in old["kernels"].items():
         for key, stats in groups.items():
             if key in merged["kernels"].get(kernel, {}) or any(source_id(t) in ran for t in stats["tests"]):
+                continue
+            if kernel in redrawn:  # measured on what the kernel's old declaration drew: no longer its inputs
+                dropped += 1
                 continue
             if prune:
                 dropped += 1
@@ -172,6 +185,9 @@ def merge(old: dict | None, new: dict, ran: set[str], *, prune: bool) -> tuple[d
             tests = old["invariance_tests"][kernel][name]
             if name in merged["invariances"].get(kernel, {}) or any(source_id(t) in ran for t in tests):
                 continue
+            if kernel in redrawn:
+                dropped += 1
+                continue
             if prune:
                 dropped += 1
             else:
@@ -180,7 +196,10 @@ def merge(old: dict | None, new: dict, ran: set[str], *, prune: bool) -> tuple[d
                 merged["kernels"].setdefault(kernel, {})
                 kept += 1
     merged["kernels"] = dict(sorted(merged["kernels"].items()))
-    notes = [f"kept {kept} categorie(s) or invariance(s) this run did not measure"] if kept else []
+    merged["kernel_draws"] = dict(sorted(merged["kernel_draws"].items()))
+    notes = [f"{kernel}: its declaration draws other inputs than the baseline's: what this run did not measure of "
+             "it dropped" for kernel in redrawn]
+    notes += [f"kept {kept} categorie(s) or invariance(s) this run did not measure"] if kept else []
     notes += [f"pruned {dropped} categorie(s) or invariance(s) this run did not measure"] if dropped else []
     return merged, notes
 
@@ -204,6 +223,17 @@ def other_draws(reference: dict, run: dict) -> str | None:
             f"strategies, Hypothesis version, profile, seeding or an example database replayed: this run's seeds "
             f"{run.get('seed')}, database {run.get('example_database')}); "
             "remake the baseline with --update-baseline")
+
+
+def redeclared(reference: dict, run: dict) -> dict[str, str]:
+    """Kernels whose declaration draws other inputs than when the baseline was made, with why: a kernel's draws
+    follow its capabilities (its code-path boundaries, its longest rows), which the run's draws fingerprint does
+    not cover.  A baseline that keeps no digest of a kernel judges it as before."""
+    made, now = reference.get("kernel_draws") or {}, run.get("kernel_draws") or {}
+    return {kernel: (f"its declaration (capabilities: limits, code-path boundaries) draws other inputs than the "
+                     f"baseline's (fingerprint {made[kernel]} there, {now[kernel]} here); remake the baseline with "
+                     "--update-baseline")
+            for kernel in sorted(set(made) & set(now)) if made[kernel] != now[kernel]}
 
 
 def machine_bound(reference: dict, run: dict) -> dict[str, str]:
@@ -306,7 +336,8 @@ def judge(reference: dict, categories: dict, held: dict, ran: set[str], run: dic
     end (:mod:`harness.plugins.reporting`); a merge of shards judges their union with it (:mod:`report.merge`)."""
     stale = other_draws(reference, run)
     kernels = set(reference["kernels"]) | set(categories) | set(held)
-    unjudged = dict.fromkeys(kernels, stale) if stale else machine_bound(reference, run)
+    unjudged = dict.fromkeys(kernels, stale) if stale else {**machine_bound(reference, run),
+                                                             **redeclared(reference, run)}
     unjudged = {kernel: why for kernel, why in unjudged.items() if kernel in kernels}
     judged = {k: groups for k, groups in reference["kernels"].items() if k not in unjudged}
     findings = compare(judged, {k: v for k, v in categories.items() if k not in unjudged}, ran)

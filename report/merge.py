@@ -41,6 +41,7 @@ from .text import printable
 REFUSED = 4  # pytest's exit status for a usage error
 NOTHING_TESTED = 5  # pytest's for a run that tested nothing: shards whose every test was skipped are no pass
 ALIKE = (("git_commit", "suite versions (git commit)"), ("draws", "draws fingerprints"),
+         ("kernel_draws", "kernels' declarations (what each is drawn from)"),
          ("profile", "Hypothesis profiles"), ("backend", "backends"), ("versions", "library versions"))
 SHARD_KEYS = ("shard", "shard_tests", "shard_collection")  # a shard's own run metadata, not the merged run's
 NEEDED = ("run", "verdict", "failures", "records", "invariances", "tests")

@@ -155,6 +155,8 @@ def run_metadata(config: pytest.Config) -> dict:
         "seed": run.draws.seeds(),
         "example_database": run.draws.database,
         "draws": seeding.draws_fingerprint(run.backend.name, run.draws),
+        "kernel_draws": {spec.name: seeding.kernel_fingerprint(spec.capabilities, run.backend.name)
+                         for spec in run.kernels},
         "git_commit": git_commit(config.rootpath),
         **sharding.metadata(config),  # which shard of a split run, and its tests
         "started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),

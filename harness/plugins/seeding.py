@@ -27,12 +27,16 @@ Hypothesis, another seeding or profile).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import json
 import zlib
+from collections.abc import Mapping
 
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 
+from ..device.backend import CHOICES
 from ..internals import hypothesis_internals
 from . import profiles
 from .session import GATE_PROFILE, Draws, draws_of
@@ -40,6 +44,7 @@ from .session import GATE_PROFILE, Draws, draws_of
 SCHEME = "base + crc32(module.qualname), accuracy tests per dtype"  # in the fingerprint: a new scheme draws other inputs
 _base: int | None = None  # this process's base seed, if seeds are pinned
 _example: str | None = None  # --replay-example: the one example every Hypothesis test of this process runs
+BACKENDS = tuple(name for name in CHOICES if name != "auto")  # the device types a declaration maps
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -94,6 +99,35 @@ def draws_fingerprint(backend: str, draws: Draws = GATE_DRAWS, examples: int = 4
     decided = [SCHEME, f"base {draws.seed_base}", f"max_examples {profile.max_examples}",
                f"phases {sorted(phase.name for phase in profile.phases)}", f"database {draws.database is not None}"]
     return hashlib.sha256("\n".join([*decided, *drawn]).encode()).hexdigest()[:16]
+
+
+def kernel_fingerprint(capabilities, backend: str) -> str:
+    """A digest of what in a kernel's declaration decides the inputs drawn for it on ``backend``: its capabilities
+    but its promises, and of the per-device ones (row limits, code-path boundaries) the backend's alone.
+
+    :func:`draws_fingerprint` draws for no kernel in particular; a kernel's strategies and its coverage sweep
+    follow its own declaration (rows beside each declared boundary, up to its longest row).  New boundaries on
+    CUDA drew other inputs for full_softmax, and with them a row none had drawn, which the gate, unaware, took for
+    a regression (docs/gate.md): a baseline keeps each kernel's digest, and the gate judges no kernel whose
+    declaration draws other inputs.
+    """
+    chosen = {f.name: getattr(capabilities, f.name) for f in dataclasses.fields(capabilities)
+              if f.name not in ("promises", "promises_by_device")}
+    return hashlib.sha256(json.dumps(_canonical(chosen, backend), sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _canonical(value, backend: str):
+    """``value`` as JSON data that is the same in every process (sets and mappings sorted); a mapping by device
+    type reduced to ``backend``'s entry."""
+    if isinstance(value, Mapping):
+        if value and set(value) <= set(BACKENDS):
+            return _canonical(value.get(backend), backend)
+        return sorted([repr(k), _canonical(v, backend)] for k, v in value.items())
+    if isinstance(value, (set, frozenset)):
+        return sorted(repr(v) for v in value)
+    if isinstance(value, (tuple, list)):
+        return [_canonical(v, backend) for v in value]
+    return value if value is None or isinstance(value, (bool, int, float, str)) else repr(value)
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from harness.inputs.strategies import VALUE_CLASSES
+from harness.plugins import seeding
 from report import baseline
 from tests.scenarios.gate_kernel import GATE_KERNEL, GATE_TESTS as ACCURACY
 
@@ -69,6 +70,43 @@ def test_a_kernel_whose_tests_all_crash_fails_the_gate(run_pytest, made, tmp_pat
     assert "no regression" not in crashed.stdout
     verdict = (tmp_path / "report" / "summary.md").read_text().splitlines()[2]
     assert verdict.startswith("**FAILED") and "regression(s) against" in verdict, verdict
+
+
+def test_a_baseline_keeps_each_kernels_declaration_as_it_decides_its_draws(made):
+    """The gate kernel's digest, as the run that made the baseline computed it from its declarations (which came from
+    its kernel's own process)."""
+    from tests.scenarios import gate_kernel
+
+    digest = json.loads(made.read_text())["kernel_draws"][GATE_KERNEL]
+    assert digest == seeding.kernel_fingerprint(gate_kernel.softmax.capabilities, "cpu")
+
+
+def test_a_kernel_whose_declaration_draws_other_inputs_is_not_judged_and_says_why(made):
+    """New code-path boundaries draw rows beside them, and Hypothesis's later draws move with them: full_softmax's
+    bf16 log_softmax met a [2, 2] row none had drawn (9274 ulp, torch's too) and the H100 gate called it a
+    regression.  A kernel whose declaration changed is told to remake, not judged; another is judged as before."""
+    reference = json.loads(made.read_text())
+    worse = {GATE_KERNEL: {"softmax/float32/normal": {"kernel": {"max_ulp": 1e9, "mean_ulp": 1e9}, "records": 1}}}
+    run = {"draws": reference["draws"], "kernel_draws": reference["kernel_draws"]}
+    findings, unjudged = baseline.judge(reference, worse, {}, set(), run)
+    assert any(f.fails for f in findings) and not unjudged  # the same declaration: judged, and the loss caught
+    moved = {**run, "kernel_draws": {GATE_KERNEL: "another"}}
+    findings, unjudged = baseline.judge(reference, worse, {}, set(), moved)
+    assert not any(f.fails for f in findings), findings
+    assert "its declaration (capabilities: limits, code-path boundaries) draws other inputs" in unjudged[GATE_KERNEL]
+
+
+def test_the_fingerprint_of_a_declaration_follows_what_decides_the_draws_on_the_backend_alone():
+    from specs.registry import Capabilities
+
+    plain = Capabilities(path_boundaries={"cpu": (1024,), "cuda": (16384,)})
+    cpu, cuda = seeding.kernel_fingerprint(plain, "cpu"), seeding.kernel_fingerprint(plain, "cuda")
+    more = Capabilities(path_boundaries={"cpu": (1024,), "cuda": (16384, 262144)})
+    assert seeding.kernel_fingerprint(more, "cuda") != cuda and seeding.kernel_fingerprint(more, "cpu") == cpu
+    assert seeding.kernel_fingerprint(Capabilities(path_boundaries=plain.path_boundaries, promises={"batch"}),
+                                      "cuda") == cuda  # a promise draws nothing
+    shorter = Capabilities(path_boundaries=plain.path_boundaries, max_row_length={"cuda": 4096})
+    assert seeding.kernel_fingerprint(shorter, "cuda") != cuda
 
 
 FP32_CATEGORIES = len(VALUE_CLASSES)  # torch's fp32 softmax, one category per value class
