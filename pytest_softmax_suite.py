@@ -26,7 +26,7 @@ DISTRIBUTION = "softmax-accuracy-suite"
 OPTIONS = frozenset({
     "--device", "--workers-per-device", "--kernel", "--maxfail-per-kernel", "--self-tests",  # harness/plugins/plugin.py
     "--accuracy-report", "--accuracy-baseline", "--update-baseline", "--prune-baseline", "--require-baseline",
-    "--soak-seed", "--call-timeout",  # harness/plugins/session.py
+    "--soak-seed", "--call-timeout", "--kernel-processes",  # harness/plugins/session.py
     "--replay-example", "--shard", "--test-durations", "--record-durations",  # seeding, sharding, scheduling
     "--soak-deadline", "--soak-minutes", "--soak-examples-per-test", "--soak-log", "--progress-every",  # timebox, soak_log
 })

@@ -110,10 +110,24 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     return [
         f"softmax suite backend: {run.backend.describe()}",
         printable(f"kernels: {names}"),  # names a user's kernel files gave
+        *kernel_processes_said(run),
         f"draws: {run.draws.describe()}; {caps_said(run.backend.name)}; kernel call watchdog: {limit}",
         f"torch {torch.__version__}, triton {triton.__version__}, hypothesis {hypothesis.__version__}, "
         f"mpmath {mpmath.__version__} ({mpmath.libmp.BACKEND} backend), numpy {numpy.__version__}",
     ]
+
+
+def kernel_processes_said(run) -> list[str]:
+    """The line on the kernels named by path: how many processes they may hold alive at once, the run over."""
+    from ..guard.host import is_hosted
+
+    hosted = sum(is_hosted(spec) for spec in run.kernels)
+    if not hosted:
+        return []
+    context = "" if run.backend.name == "cpu" else f", each with a {run.backend.name} context of its own from its first call"
+    return [f"kernel processes: {hosted} kernel(s) named by path, each run in a process of its own started at its "
+            f"first call; each process of the run (each xdist worker) keeps at most {run.pool.cap} alive "
+            f"(--kernel-processes){context}"]
 
 
 def caps_said(backend: str) -> str:

@@ -40,7 +40,7 @@ from report import artifacts, baseline, columns, gate, invariances, known
 from report.summary import INTERPRETER_BF16, categorize, interpreter_truncates_bf16
 from report.text import CONTROL, printable
 
-from ..device import pinning
+from ..device import memory, pinning
 from ..guard import calls
 from ..internals import payload
 from ..internals.payload import EXPECTS, KERNEL, RECORDS, REPLAY
@@ -49,6 +49,7 @@ from .ledger import Ledger, exit_status
 from .session import session_of
 
 DEVICE = "softmax_device"  # the key of an xdist worker's output naming its device
+POOL = "softmax_kernel_processes"  # ... and of its kernel processes: how many it started, how many alive at most
 
 
 def write_line(terminal, line: str, **markup) -> None:
@@ -69,6 +70,13 @@ def device_label(backend) -> str:
     visible = pinning.visible_list(backend.name, os.environ)
     number = visible[index] if visible and index < len(visible) else index
     return f"{backend.name}:{number} ({backend.device_name})"
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """A worker's kernel processes, for the controller's summary."""
+    if not is_controller(session.config):
+        pool = session_of(session.config).pool
+        session.config.workeroutput[POOL] = {"started": pool.started, "most": pool.most}
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -221,7 +229,11 @@ class Gatherer:
         self.baseline_written: Path | None = None
         self.baseline_notes: list[str] = []
         self.worker_devices: dict[str, str] = {}  # xdist worker -> its device
+        self.worker_pools: dict[str, dict] = {}  # xdist worker -> its kernel processes (POOL)
         self.exitstatus: int = pytest.ExitCode.OK  # the run's, once decided (tests and gate)
+        self.memory = memory.Sampler()  # the cards' memory in use while the run goes
+        if session_of(config).backend.name == "cuda":
+            self.memory.start()
 
     def workers(self) -> dict[str, int]:
         """How many processes ran tests on each device: xdist's workers, else this one."""
@@ -237,6 +249,21 @@ class Gatherer:
         device = getattr(node, "workeroutput", {}).get(DEVICE)
         if device:
             self.worker_devices[node.gateway.id] = device
+        pool = getattr(node, "workeroutput", {}).get(POOL)
+        if pool:
+            self.worker_pools[node.gateway.id] = pool
+
+    def kernel_processes_said(self) -> str | None:
+        """How many kernel processes the run started, and the most any of its processes held alive at once."""
+        run = session_of(self.config)
+        pools = list(self.worker_pools.values()) or [{"started": run.pool.started, "most": run.pool.most}]
+        started = sum(pool["started"] for pool in pools)
+        if not started:
+            return None
+        where = f"{len(self.worker_pools)} workers" if self.worker_pools else "this process"
+        return (f"{started} started in {where} (the first call of a kernel in a worker, or after another took its "
+                f"place), at most {max(pool['most'] for pool in pools)} alive at once in any (--kernel-processes "
+                f"{run.pool.cap})")
 
     @property
     def measured(self) -> set[str]:
@@ -265,6 +292,7 @@ class Gatherer:
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         config, run, ledger = self.config, session_of(self.config), self.ledger
+        self.memory.stop()
         self.interrupted = exitstatus == pytest.ExitCode.INTERRUPTED
         if self.interrupted:
             self.in_progress = calls.in_progress(run.calls)
@@ -353,6 +381,10 @@ class Gatherer:
             terminalreporter.write_sep("-", "INTERRUPTED: the run did not finish; no verdict", red=True)
             for call in self.in_progress:
                 write(f"in progress: {call}")
+        if self.kernel_processes_said():
+            write(f"kernel processes: {self.kernel_processes_said()}")
+        if self.memory.said():
+            write(f"device memory: {self.memory.said()}")
         if run.gate is not None:
             self.summarize_gate(terminalreporter, run.gate)
         for written in self.written:

@@ -41,6 +41,7 @@ sub-run inside a loaded gate does not start a thread per core again.
 from __future__ import annotations
 
 import gc
+import json
 import math
 import os
 import shutil
@@ -68,6 +69,10 @@ PINNED_PROFILES = ("ci", "mutation")  # profiles whose seeds are pinned (the mut
 # longer among a loaded gate's compiles.
 CALL_TIMEOUT = {"cpu": 120.0, "cuda": 600.0, "npu": 900.0}
 CALL_GRACE = 30.0  # at most this long past the limit (at most the limit again) a call deaf to the alarm may run on
+# Kernel processes (kernels named by path) a process of the run keeps alive at once.  On a device each holds a
+# context of its own (about 0.7 GB on an H100, and what its allocator keeps): sixty kernels, a process each in each of
+# seventeen processes of a run, ran an H100 out of memory.  On the CPU they hold only memory.
+KERNEL_PROCESSES = {"cpu": 4, "cuda": 2, "npu": 1}
 
 
 @dataclass(frozen=True)
@@ -105,6 +110,7 @@ class Session:
     report: Path | None  # --accuracy-report DIR
     call_timeout: float | None  # seconds; None: no watchdog
     calls: Path  # where each process leaves the breadcrumb of the kernel call in progress
+    pool: object  # harness.guard.host.Pool: the kernel processes this process keeps alive, at most --kernel-processes
 
 
 GROUP = ("softmax accuracy suite.  Hypothesis profiles (--hypothesis-profile, else $HYPOTHESIS_PROFILE): dev, the "
@@ -129,6 +135,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--soak-seed", type=int, metavar="N",
                     help="base of every Hypothesis test's pinned seed (a soak round's), keeping the example "
                          "database in use")
+    group.addoption("--kernel-processes", type=int, metavar="N",
+                    help="kernel processes (kernels named by path) each process of the run keeps alive at once; "
+                         "starting another stops the one used least recently (default: "
+                         f"{', '.join(f'{k} {v}' for k, v in KERNEL_PROCESSES.items())})")
     group.addoption("--call-timeout", type=float, metavar="SECONDS",
                     help="the watchdog: a kernel call running longer fails its test, naming its input "
                          f"(default: {', '.join(f'{k} {v:g}' for k, v in CALL_TIMEOUT.items())}; 0: no limit)")
@@ -266,6 +276,26 @@ def refuse_flushing(when: str) -> None:
         raise pytest.UsageError(subnormals.refusal(mode, when))
 
 
+def kernel_pool(config: pytest.Config, backend: str):
+    """This process's pool of kernel processes, of ``--kernel-processes`` (else the backend's default)."""
+    from ..guard.host import Pool
+
+    given = config.getoption("kernel_processes")
+    try:
+        return Pool(KERNEL_PROCESSES[backend] if given is None else given)
+    except ValueError as error:
+        raise pytest.UsageError(str(error)) from None
+
+
+def declared_by_the_run(config: pytest.Config) -> dict[str, dict]:
+    """An xdist worker's: the declarations of the kernels named by path, as the controller read them (each worker
+    starts a kernel's process at its first call, not at configure); {} elsewhere."""
+    from ..guard import crossing
+
+    given = getattr(config, "workerinput", {}).get("softmax_declarations")
+    return crossing.decode(json.loads(given), []) if given else {}
+
+
 def build(config: pytest.Config) -> Session:
     """The configure step: decide the run's settings (the module docstring) and set this process up for them."""
     from ..guard.calls import CONTEXT, Breadcrumbs, Guard, Outputs, Watchdog, guarded
@@ -283,7 +313,10 @@ def build(config: pytest.Config) -> Session:
     crumbs = Breadcrumbs(calls, os.environ.get("PYTEST_XDIST_WORKER", "main"))
     guard = Guard(Watchdog(limit, grace, crumbs), crumbs, Outputs())
     CONTEXT.backend = backend.name
-    kernels = kernels_under_test(config, backend, lambda selector: hosted(selector, backend, limit, grace, crumbs))
+    pool = kernel_pool(config, backend.name)
+    declared = declared_by_the_run(config)
+    kernels = kernels_under_test(config, backend, lambda selector: hosted(selector, backend, limit, grace, crumbs, pool,
+                                                                          declared.get(selector)))
     gate = gate_of(config, backend.name)
     draws = decide_draws(config, gate)
     hypothesis_internals.use_own_home()
@@ -294,7 +327,7 @@ def build(config: pytest.Config) -> Session:
         interrupt_on_sigterm()
     # A hosted kernel's calls are guarded in its own process (harness.guard.host).
     kernels = tuple(spec if is_hosted(spec) else guarded(spec, guard) for spec in kernels)
-    return Session(backend, kernels, draws, gate, report, limit, calls)
+    return Session(backend, kernels, draws, gate, report, limit, calls, pool)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -354,8 +387,15 @@ def freeze_what_is_loaded(config: pytest.Config) -> None:
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node) -> None:
-    """xdist: each worker leaves its breadcrumbs in the controller's folder."""
-    node.workerinput["softmax_calls"] = str(session_of(node.config).calls)
+    """xdist: each worker leaves its breadcrumbs in the controller's folder, and is given the declarations of the
+    kernels named by path."""
+    from ..guard import crossing
+    from ..guard.host import declarations_of
+
+    run = session_of(node.config)
+    node.workerinput["softmax_calls"] = str(run.calls)
+    declared = {spec.name: declarations_of(spec) for spec in run.kernels if declarations_of(spec) is not None}
+    node.workerinput["softmax_declarations"] = json.dumps(crossing.encode(declared, []))
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -12,12 +12,13 @@ import pytest
 import torch
 
 from harness.guard.calls import Breadcrumbs, ContractBroken
-from harness.guard.host import KernelRefused, hosted, raised, record_of
+from harness.guard.host import KernelRefused, Pool, hosted, raised, record_of
 from specs.registry import Capabilities
 from tests import outcomes
 from tests import subruns
 from tests.suite.test_hostile import running
 
+ROOT = Path(__file__).resolve().parents[2]
 REACHES_OUT = "tests.hostile.reaches_out"
 FP32_ACCURACY = ("tests/kernel/test_accuracy.py", "-k", "test_output_within and -softmax- and float32")
 QUICK = ("--hypothesis-profile", "mutation", "--self-tests")  # and the run's device: on a GPU gate, its kernels there
@@ -168,3 +169,43 @@ def test_what_a_kernel_process_raised_carries_the_suites_replay_never_its_own():
         error = raised({"type": "ContractBroken", "message": "boom", "replay": planted}, "python -m harness.replay x")
         assert isinstance(error, ContractBroken) and error.replay == "python -m harness.replay x"
     assert type(raised({"type": "SystemExit", "message": "0"}, None)) is RuntimeError  # not an Exception: no exit
+
+
+def test_kernels_named_by_path_beyond_the_processes_a_worker_keeps_are_all_judged(run_pytest, tmp_path, backend):
+    """Fifty-five kernels named by path ran an H100 out of memory before any test: each of the run's seventeen
+    processes started a kernel process per kernel at configure, each with a CUDA context of its own.  Now the run's
+    first process reads the declarations, a worker starts a kernel's process at its first call, and keeps at most
+    --kernel-processes alive: twelve copies of the example kernel, one alive at a time in each of two workers."""
+    copies = 12
+    many = tmp_path / "many.py"
+    many.write_text((ROOT / "examples" / "my_kernels.py").read_text()
+                    + "".join(f"\nsoftmax_{i} = softmax" for i in range(copies)) + "\n")
+    kernels = [arg for i in range(copies) for arg in ("--kernel", f"{many}:softmax_{i}")]
+    result = run_pytest("-n", "2", *FP32_ACCURACY, "--hypothesis-profile", "ci", "--device", backend.name,
+                        "--kernel-processes", "1", *kernels)
+    assert result.returncode == pytest.ExitCode.OK and f"{copies} passed" in result.stdout, result.stdout[-3000:]
+    said = re.search(r"kernel processes: (\d+) started in 2 workers .*at most (\d+) alive at once in any", result.stdout)
+    assert said and int(said.group(1)) >= copies and said.group(2) == "1", result.stdout[-3000:]
+    assert f"kernel processes: {copies} kernel(s) named by path" in result.stdout  # the header
+
+
+def test_a_pool_keeps_at_most_its_cap_alive_stopping_the_one_used_least_recently():
+    stopped = []
+
+    class Process:
+        def __init__(self, name):
+            self.name = name
+
+        def stop(self):
+            stopped.append(self.name)
+            pool.leave(self)
+
+    pool = Pool(2)
+    a, b, c = Process("a"), Process("b"), Process("c")
+    pool.admit(a)
+    pool.admit(b)
+    pool.used(a)  # b is now the least recently used
+    pool.admit(c)
+    assert stopped == ["b"] and pool.alive == [a, c] and pool.most == 2 and pool.started == 3
+    with pytest.raises(ValueError, match="--kernel-processes must be at least 1"):
+        Pool(0)
