@@ -60,6 +60,39 @@ BUG_CLASSES = {
     "bias_neg_inf_as_finite": "biased softmax: a -inf bias clamped to -10000, so a row padded whole is uniform",
 }
 
+# The test each mutant is caught by first, its kernel left out of its id, as measured on the CPU (2026-12-07):
+# tests/suite/test_mutation.py runs it alone first, and the other catching tests only for a mutant it did not catch,
+# so that catching a mutant costs one test (row_count_dependent_sum ran every accuracy test, each compiling its
+# shapes on a card, before the batch invariance test caught it).
+ACCURACY = "tests/kernel/test_accuracy.py::test_output_within_derived_bound"
+CAUGHT_FIRST_BY = {
+    **{name: f"{ACCURACY}[softmax-float32]" for name in (
+        "ignore_column_stride", "zero_padding", "no_max_subtraction", "low_precision_reciprocal", "mask_off_by_one",
+        "offset_wrap", "nan_dropped_by_max", "last_row_skipped", "output_with_input_stride", "all_neg_inf_uniform",
+        "row_left_unwritten", "subnormal_flush", "half_precision_exp", "partial_row_max", "finite_fill", "exp2_fma",
+        "bf16_sum", "skip_last_of_long_rows", "fp16_reciprocal", "row_index_wrap", "online_neg_inf_head")},
+    "half_accumulation": f"{ACCURACY}[softmax-float16]",
+    "bf16_truncation": f"{ACCURACY}[softmax-bfloat16]",
+    "row_count_dependent_sum": "tests/kernel/test_metamorphic.py::test_batch_invariance_is_bitwise[2]",
+    **{name: f"{ACCURACY}[softmax_backward-float32]" for name in (
+        "backward_bf16_dot", "backward_dot_misses_last", "backward_grad_with_y_strides", "backward_sum_of_grad")},
+    "backward_half_difference": f"{ACCURACY}[softmax_backward-float16]",
+    "log_backward_half_exp": f"{ACCURACY}[log_softmax_backward-float16]",
+    "log_backward_softmax_dot": f"{ACCURACY}[log_softmax_backward-float32]",
+    "log_backward_y_for_exp": f"{ACCURACY}[log_softmax_backward-float32]",
+    "bias_neg_inf_as_finite": f"{ACCURACY}[biased_softmax-float32]",
+    "bias_of_first_row": f"{ACCURACY}[biased_softmax-float32]",
+    "causal_diagonal_off_by_one": f"{ACCURACY}[causal_softmax-float32]",
+    "scale_after_max_in_input_dtype": f"{ACCURACY}[scaled_softmax-float32]",
+    "scale_in_input_dtype": f"{ACCURACY}[scaled_softmax-float16]",
+}
+
+
+def first_catch(name: str) -> str:
+    """The node id of the test that catches mutant ``name`` first, for ``--kernel specs.mutants:name``."""
+    test, _, parameters = CAUGHT_FIRST_BY[name].partition("[")
+    return f"{test}[specs.mutants:{name}-{parameters}"
+
 
 # How ``--kernel`` selects each parent itself, correct: the control its mutants' catches are checked against.
 PARENTS = {rowwise: "rowwise", online: "specs.online:softmax"}

@@ -4,7 +4,9 @@ Each mutant of ``specs.mutants`` (one known bug in an otherwise correct
 kernel) and each correct kernel runs through the property tests in a sub-run
 of the suite under the ``mutation`` profile: the gate's examples, each test
 stopping at its first failing example.  The mutants share sub-runs (FORWARD_SUB_RUNS of
-the forward's mutants, one per other kernel of rowwise's), which workers run side by side, each mutant stopped at its first failed test
+the forward's mutants, one per other kernel of rowwise's), which workers run side by side: first each mutant's own
+catching test alone (``specs.mutants.CAUGHT_FIRST_BY``: the test that caught it first when last measured), then, for
+a mutant that test did not catch, every catching test, each mutant stopped at its first failed test
 (``--maxfail-per-kernel 1``).  A mutant must be caught by an accuracy, bias or
 metamorphic test (not only by a contract test: it shares its parent's
 refusals); a correct kernel must fail none of those nor the contract tests.
@@ -113,11 +115,18 @@ def caught_in(once, run_pytest, sub_run_of):
     def caught(k: int) -> dict[str, list[str]]:
         def run(folder):
             chosen = [mutant for mutant in sorted(BUG_CLASSES) if sub_run_of(mutant) == k]
+            first = failing_tests(run_pytest, [f"specs.mutants:{mutant}" for mutant in chosen],
+                                  folder / "first.jsonl", *(mutants.first_catch(m) for m in chosen),
+                                  verdicts_only=True)[0]
+            survivors = [mutant for mutant in chosen if not first[f"specs.mutants:{mutant}"]]
+            if not survivors:
+                return first
             kernel = kernel_of(chosen[0])
             tests = (*CATCHING_TESTS, "-k", FORWARD_ONLY) if kernel == "forward" else (
                 CATCHING_TESTS[0], "-k", OPERATION_TESTS[kernel])
-            return failing_tests(run_pytest, [f"specs.mutants:{mutant}" for mutant in chosen], folder / "outcomes.jsonl",
-                                 *tests, "--maxfail-per-kernel", "1", verdicts_only=True)[0]
+            return {**first, **failing_tests(run_pytest, [f"specs.mutants:{mutant}" for mutant in survivors],
+                                             folder / "outcomes.jsonl", *tests, "--maxfail-per-kernel", "1",
+                                             verdicts_only=True)[0]}
 
         return once(f"mutants-{k}", run)[0]
 
@@ -195,3 +204,9 @@ def test_the_unregistered_parent_passes_the_tests_that_caught_its_mutants(caught
 
 def test_a_correct_kernel_given_as_module_function_raises_no_false_alarm(run_pytest, tmp_path, request):
     judged_correct(run_pytest, tmp_path, request, USER_KERNEL, *CATCHING_TESTS, scope="in every catching test")
+
+
+def test_every_mutant_names_the_test_that_catches_it_first():
+    assert set(mutants.CAUGHT_FIRST_BY) == set(BUG_CLASSES)
+    assert mutants.first_catch("bf16_sum") == ("tests/kernel/test_accuracy.py::test_output_within_derived_bound"
+                                               "[specs.mutants:bf16_sum-softmax-float32]")
