@@ -35,7 +35,8 @@ The headline counts the soak's failures as new and known (``specs/known_findings
 "PASSED: 0 new, 5 known (flag_gems: flag-gems.md 1 x3, ...)"); only new failures, a
 known finding fixed, or a regression make the night FAILED.  Exit status 1 when a round
 failed or erred, no round wrote a report, or the night regressed against the previous
-one; 3 (INCOMPLETE) when nothing failed but the soak left tests unrun in every round.
+one; 3 (INCOMPLETE) when nothing failed but the soak left tests unrun in every round, or
+drew no input (every example it ran a fixed one, the same every night).
 A SIGINT or SIGTERM stops the soak's round
 (:mod:`harness.soak`) and starts no other; the night's files are then written from
 the rounds that wrote a report, under the verdict INTERRUPTED, and the exit status
@@ -102,7 +103,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--parallel", type=soak.positive_count, default=1, metavar="P",
                         help="the soak's rounds at once, each with its own seed (python -m harness.soak --parallel)")
     parser.add_argument("--examples-per-test", type=soak.positive_count, metavar="N",
-                        help="N examples for every test of a round, not equal time (python -m harness.soak)")
+                        help="N drawn examples for every test of a round (its fixed inputs apart, run in the "
+                             "first round alone), not equal time (python -m harness.soak)")
     parser.add_argument("--rounds", type=soak.positive_count, metavar="R",
                         help="at most R rounds of the soak, however much of the time box is left "
                              "(python -m harness.soak)")

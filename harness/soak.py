@@ -177,7 +177,9 @@ def read_summary(out: Path) -> dict:
 
 
 def run_round(number: int, args: argparse.Namespace, pytest_args: list[str], deadline: float, env: dict,
-              interruption: Interruption) -> dict:
+              interruption: Interruption, fixed: bool = True) -> dict:
+    """Round ``number``: a pytest of the nightly profile with a seed of its own, its fixed inputs run only where
+    ``fixed`` (a night's first round: the later ones draw, and judge no input the first judged alike)."""
     directory = round_directory(args.out, number)
     directory.mkdir(parents=True, exist_ok=True)
     round_seed = secrets.randbelow(2**32)
@@ -188,7 +190,7 @@ def run_round(number: int, args: argparse.Namespace, pytest_args: list[str], dea
                # folder given as a separate argument, outside the checkout, for the tests' own
                f"--soak-log={directory / 'soak-log.json'}", f"--accuracy-report={directory}",
                *([f"--soak-examples-per-test={args.examples_per_test}"] if args.examples_per_test else []),
-               *pytest_args]
+               f"--soak-fixed={'run' if fixed else 'skip'}", *pytest_args]
     started = time.time()
     with open(directory / "pytest.log", "w") as log:
         child = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
@@ -207,6 +209,9 @@ def run_round(number: int, args: argparse.Namespace, pytest_args: list[str], dea
             "problems": problems,
             "examples": sum(t["examples"] for t in tests.values()),
             "examples_per_test": {test: t["examples"] for test, t in sorted(tests.items())},
+            # Of those, the inputs drawn (the rest are fixed: the same every night), per test.
+            "drawn": sum(t.get("drawn", 0) for t in tests.values()),
+            "drawn_per_test": {test: t.get("drawn", 0) for test, t in sorted(tests.items())},
             "per_kernel": per_kernel(tests, directory / "accuracy.json"),
             "failures": [{"test": test, "outcome": t["outcome"], "report": excerpt(t.get("failure", ""))}
                          for test, t in sorted(tests.items()) if t["outcome"] in ("failed", "error")],
@@ -280,6 +285,10 @@ def verdict(rounds: list[dict], interrupted: signal.Signals | None) -> tuple[str
     if failed:
         return "FAILED", f"{failed} of {len(rounds)} round(s) failed or erred" + (f"; {failures}" if failures else "")
     unrun = never_run(rounds)
+    if not sum(r.get("drawn", 0) for r in rounds) and any(r.get("examples") for r in rounds):
+        return "INCOMPLETE", (f"{len(rounds)} round(s) drew no input: every example run was a fixed one, the same "
+                              f"every night; {failures or 'nothing failed or erred'} of what ran; give the tests "
+                              "more examples (--examples-per-test counts those drawn) or the soak more minutes")
     if unrun:
         return "INCOMPLETE", (f"{len(unrun)} test(s) not run in any of {len(rounds)} round(s): the time box ended "
                               f"before they started ({', '.join(unrun[:3])}{', ...' if len(unrun) > 3 else ''}); "
@@ -307,20 +316,21 @@ def never_run(rounds: list[dict]) -> list[str]:
 
 
 def fewest_examples(rounds: list[dict]) -> str:
-    """How thin the search went: the fewest examples a Hypothesis test ran in a round (a time box that ends a slow
-    kernel's tests after an example or two still passes, and says so here)."""
-    ran = [(count, test, r["round"]) for r in rounds for test, count in r.get("examples_per_test", {}).items()
-           if count]
+    """How thin the search went: the fewest inputs a Hypothesis test drew in a round (a time box that ends a slow
+    kernel's tests after an example or two still passes, and says so here), beside the fixed ones it ran."""
+    ran = [(r.get("drawn_per_test", {}).get(test, 0), count, test, r["round"]) for r in rounds
+           for test, count in r.get("examples_per_test", {}).items() if count]
     if not ran:
         return ""
-    count, test, number = min(ran)
-    return f"; the fewest examples a test ran in a round: {count} ({test}, round {number})"
+    drawn, count, test, number = min(ran)
+    return (f"; the fewest inputs a test drew in a round: {drawn}, beside {count - drawn} fixed ({test}, round "
+            f"{number})")
 
 
 def write_summary(out: Path, rounds: list[dict], examples_dir: Path, pytest_args: list[str],
                   interrupted: signal.Signals | None) -> str:
     """soak.json and soak.md; the verdict word."""
-    totals = {key: sum(r.get(key, 0) for r in rounds) for key in (*OUTCOMES, "examples")}
+    totals = {key: sum(r.get(key, 0) for r in rounds) for key in (*OUTCOMES, "examples", "drawn")}
     word, why = verdict(rounds, interrupted)
     out.mkdir(parents=True, exist_ok=True)
     (out / "soak.json").write_text(json.dumps({"verdict": word, "interrupted": interrupted and interrupted.name,
@@ -328,14 +338,16 @@ def write_summary(out: Path, rounds: list[dict], examples_dir: Path, pytest_args
                                                "examples_dir": str(examples_dir)}, indent=1) + "\n")
     lines = ["# Soak", "", f"**{word}** {why}.", "",
              f"pytest arguments: `{shlex.join(pytest_args)}`; examples database: `{examples_dir}`", "",
-             "| round | seed | minutes | exit | passed | failed | errors | known | skipped | not run | examples |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| round | seed | minutes | exit | passed | failed | errors | known | skipped | not run | examples | drawn |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     lines += [f"| {r['round']} | {r['seed']} | {r['minutes']} | {r['exit_code']} | {r['passed']} | {r['failed']} | "
-              f"{r['error']} | {r.get('known', 0)} | {r['skipped']} | {r.get('not_run', 0)} | {r['examples']} |"
-              for r in rounds]
+              f"{r['error']} | {r.get('known', 0)} | {r['skipped']} | {r.get('not_run', 0)} | {r['examples']} | "
+              f"{r.get('drawn', 0)} |" for r in rounds]
     lines += ["", f"Totals: {totals['passed']} passed, {totals['failed']} failed, {totals['error']} errors, "
                   f"{totals['known']} known failures, {totals['skipped']} skipped, {totals['not_run']} not run "
-                  f"(the time box ended before they started); {totals['examples']} examples run.", ""]
+                  f"(the time box ended before they started); {totals['examples']} examples run, {totals['drawn']} "
+                  "of them drawn (the others fixed: the same every night).", ""]
+    lines += drawn_table(rounds)
     lines += kernel_table(rounds)
     noted = [f"* round {r['round']} {note}" for r in rounds for note in notes(r)]
     noted += [f"* round {r['round']}: NOT RUN (the time box ended before they started): {', '.join(r['tests_not_run'])}"
@@ -351,6 +363,21 @@ def write_summary(out: Path, rounds: list[dict], examples_dir: Path, pytest_args
               "python -m pytest ...`", ""]
     (out / "soak.md").write_text("\n".join(lines))
     return word
+
+
+def drawn_table(rounds: list[dict]) -> list[str]:
+    """soak.md's inputs per test over the rounds: how many it drew, and how many fixed ones it ran."""
+    tests: dict[str, list[int]] = {}
+    for r in rounds:
+        for test, count in r.get("examples_per_test", {}).items():
+            drawn = r.get("drawn_per_test", {}).get(test, 0)
+            tally = tests.setdefault(test, [0, 0])
+            tally[0], tally[1] = tally[0] + drawn, tally[1] + count - drawn
+    ran = {test: tally for test, tally in tests.items() if sum(tally)}
+    if not ran:
+        return []
+    return ["| test | drawn | fixed |", "|---|---|---|",
+            *(f"| `{test}` | {drawn} | {fixed} |" for test, (drawn, fixed) in sorted(ran.items())), ""]
 
 
 def kernel_table(rounds: list[dict]) -> list[str]:
@@ -403,9 +430,9 @@ def main(argv: list[str] | None = None, interruption: Interruption | None = None
                         help="add rounds to those OUT holds from an earlier run (their summary lists them all); "
                              "without it, such an OUT is refused")
     parser.add_argument("--examples-per-test", type=positive_count, metavar="N",
-                        help="every Hypothesis test of a round runs N examples (its fixed inputs among them), the "
-                             "round's end its only time limit: equal examples per kernel, not equal time "
-                             "(default: equal shares of the round's time)")
+                        help="every Hypothesis test of a round draws N examples (its fixed inputs, which the first "
+                             "round runs and the others do not, apart), the round's end its only time limit: equal "
+                             "examples per kernel, not equal time (default: equal shares of the round's time)")
     parser.add_argument("--parallel", type=positive_count, default=1, metavar="P",
                         help="run P rounds at once, each with its own seed (seed shards): where the tests are fewer "
                              "than the workers, P rounds of -n W/P keep all W busy (default 1)")
@@ -437,10 +464,12 @@ def run_soak(args: argparse.Namespace, pytest_args: list[str], interruption: Int
     while interruption.signal is None and len(done) < rounds and (not done or deadline - time.time() >= 60):
         numbers = range(first + len(done), first + len(done) + min(args.parallel, rounds - len(done)))
         with concurrent.futures.ThreadPoolExecutor(len(numbers)) as pool:
-            batch = list(pool.map(lambda n: run_round(n, args, pytest_args, deadline, env, interruption), numbers))
+            batch = list(pool.map(lambda n: run_round(n, args, pytest_args, deadline, env, interruption,
+                                                      fixed=n == first), numbers))
         for r in batch:
             print(f"round {r['round']}: seed {r['seed']}, {r['minutes']} min, {r['passed']} passed, {r['failed']} "
-                  f"failed, {r['error']} errors, {r['examples']} examples", *(f"; {note}" for note in notes(r)),
+                  f"failed, {r['error']} errors, {r['examples']} examples ({r['drawn']} drawn)",
+                  *(f"; {note}" for note in notes(r)),
                   sep="", flush=True)
         done += batch
     word = write_summary(args.out, earlier + done, examples_dir, pytest_args, interruption.signal)

@@ -49,6 +49,12 @@ belongs here.
   example it prints (its "Falsifying example", a dozen lines of captured
   output), where of an example it found it makes notes on the failure:
   :func:`reports_kept` keeps it, and the replay makes the same notes.
+* **Which examples are the test's own**: a nightly counts the inputs it drew
+  apart from the fixed ones (the ``@example`` inputs every run judges alike),
+  which it runs once a night: :func:`running_an_explicit_example` reads the
+  build context's ``is_final``, which Hypothesis sets for its explicit examples
+  (``execute_explicit_examples``) and for the last replay of a failing one,
+  never for a generated one.
 * Public, for the same cache: Hypothesis keeps what it mined in its home
   directory, which xdist workers and the suite's sub-runs share; in a fresh
   checkout one process could read a file another was still writing and draw
@@ -146,3 +152,15 @@ def use_own_home() -> None:
     home = tempfile.mkdtemp(prefix="softmax-suite-hypothesis-")
     atexit.register(shutil.rmtree, home, ignore_errors=True)
     set_hypothesis_home_dir(home)
+
+
+def running_an_explicit_example() -> bool:
+    """Whether the example running now is one of the test's ``@example`` inputs (or the last replay of a failure);
+    False outside a Hypothesis test."""
+    from hypothesis.control import current_build_context
+    from hypothesis.errors import InvalidArgument
+
+    try:
+        return bool(current_build_context().is_final)
+    except InvalidArgument:  # no test running
+        return False

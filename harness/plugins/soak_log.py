@@ -40,9 +40,10 @@ class SoakLog:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         # "started" until a phase decides: a test cut short by an interruption never passed.
         entry = self.tests.setdefault(report.nodeid, {"outcome": "started", "duration": 0.0, "examples": 0,
-                                                      "kernel": getattr(report, KERNEL, None)})
+                                                      "drawn": 0, "kernel": getattr(report, KERNEL, None)})
         entry["duration"] += report.duration
         entry["examples"] += sum(payload.of(report, timebox.EXAMPLES))
+        entry["drawn"] += sum(payload.of(report, timebox.DRAWN))
         if report.failed:
             entry["outcome"] = "failed" if report.when == "call" else "error"
             entry["failure"] = report.longreprtext

@@ -13,10 +13,15 @@ A pytest plugin, loaded by the root conftest, inert without ``--soak-deadline``:
   round from the others; once its share is spent, the examples left of a Hypothesis test whose body is
   :func:`timeboxed` pass at once, without running (Hypothesis needs the same
   choices to give the same outcome, so the strategies are left alone);
-  with ``--soak-examples-per-test N`` a test ends after N examples instead,
-  the round's end its only time limit: kernels get equal depth, not equal time;
-* the examples each test ran ride on its report (:mod:`harness.plugins.soak_log`
-  writes them down).
+  with ``--soak-examples-per-test N`` a test ends after N examples it drew
+  instead (its fixed inputs, the ``@example`` ones every run judges alike, do
+  not count), the round's end its only time limit: kernels get equal depth, not
+  equal time;
+* with ``--soak-fixed skip`` a test runs none of its fixed inputs, only what it
+  draws: a night's rounds after its first search, they do not judge the same
+  inputs again;
+* the examples each test ran, and of those the ones it drew, ride on its report
+  (:mod:`harness.plugins.soak_log` writes them down).
 """
 
 from __future__ import annotations
@@ -32,16 +37,19 @@ import pytest
 from hypothesis.errors import UnsatisfiedAssumption
 
 from ..guard import calls
-from ..internals import payload
+from ..internals import hypothesis_internals, payload
 from . import known
 from .failures import name_example
 from .seeding import pin_seed
 from .session import session_of
 
 EXAMPLES = "examples"  # the payload kind: examples a test ran
+DRAWN = "drawn"  # ... and of those, the ones it drew (not its fixed inputs)
 _progress: Progress | None = None  # progress lines of long tests, when asked for (this process)
 _test_deadline: float | None = None  # the running test's end of share (this process)
 _ran = 0  # examples the running test ran
+_drawn = 0  # of those, the ones it drew
+_skip_fixed = False  # with --soak-fixed skip: the fixed inputs pass unrun (a night's later rounds)
 _failed = False  # whether one of them failed: Hypothesis then replays it, and must see it fail again
 _examples_cap: int | None = None  # with --soak-examples-per-test: the examples each test runs (this process)
 _cut = False  # whether the running test's share or examples cap ended it with examples left, passed unrun
@@ -64,11 +72,15 @@ def timeboxed(test):
 
     @functools.wraps(test)
     def body(*args, **kwargs):
-        global _ran, _failed, _cut
-        if _test_deadline is not None and _ran and not _failed and (
-                time.time() >= _test_deadline or _examples_cap is not None and _ran >= _examples_cap):
-            _cut = True
-            return None
+        global _ran, _drawn, _failed, _cut
+        fixed = hypothesis_internals.running_an_explicit_example()
+        if _test_deadline is not None and not _failed:
+            if fixed and _skip_fixed:
+                return None
+            if _ran and (time.time() >= _test_deadline or not fixed and _examples_cap is not None
+                         and _drawn >= _examples_cap):
+                _cut = True
+                return None
         calls.set_example(kwargs)  # for the breadcrumbs and messages of the kernel calls it makes
         try:
             result = test(*args, **kwargs)
@@ -81,6 +93,7 @@ def timeboxed(test):
                 raise
             result = None  # a known finding's failure: counted apart, and the search goes on (harness/plugins/known.py)
         _ran += 1
+        _drawn += not fixed
         if _progress is not None:
             _progress.tick(_ran)
         return result
@@ -127,15 +140,19 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="soak: minutes of a round, shared by the tests, counted from the end of collection "
                          "(they move --soak-deadline by the start-up time)")
     group.addoption("--soak-examples-per-test", type=int, metavar="N",
-                    help="soak: every Hypothesis test runs N examples (its fixed inputs among them), the round's end "
+                    help="soak: every Hypothesis test draws N examples (besides its fixed inputs), the round's end "
                          "its only time limit: kernels get equal numbers of examples, not equal shares of time")
+    group.addoption("--soak-fixed", choices=("run", "skip"), default="run",
+                    help="soak: whether the Hypothesis tests run their fixed inputs (a night's first round) or only "
+                         "what they draw (its later rounds)")
     group.addoption("--progress-every", type=float, default=30.0, metavar="SECONDS",
                     help="with -v or the nightly profile: a line per long Hypothesis test every SECONDS (default 30)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    global _progress, _examples_cap
+    global _progress, _examples_cap, _skip_fixed
     _examples_cap = config.getoption("soak_examples_per_test")
+    _skip_fixed = config.getoption("soak_fixed") == "skip"
     if config.option.verbose > 0 or session_of(config).draws.profile == "nightly":
         _progress = Progress(config.pluginmanager.getplugin("capturemanager"), config.getoption("progress_every"))
 
@@ -177,16 +194,17 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_call(item: pytest.Item):
-    global _test_deadline, _ran, _failed, _cut
+    global _test_deadline, _ran, _drawn, _failed, _cut
     deadline = item.config.stash.get(ROUND_END, None)
     if deadline is not None:
         _test_deadline = min(deadline, time.time() + item.config.stash.get(SHARE, 60.0))
-    _ran, _failed, _cut = 0, False, False
+    _ran, _drawn, _failed, _cut = 0, 0, False, False
     if _progress is not None:
         _progress.start(item.nodeid)
     try:
         yield
     finally:
         payload.add(item, EXAMPLES, _ran)
+        payload.add(item, DRAWN, _drawn)
         payload.add(item, known.CUT_SHORT, _cut)
         _test_deadline = None

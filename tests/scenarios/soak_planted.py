@@ -1,10 +1,10 @@
-"""Scenario for tests/suite/test_soak.py: a quick Hypothesis test, and a failure planted on demand
-(``SOFTMAX_SUITE_PLANT_LOSS=1``)."""
+"""Scenario for tests/suite/test_soak.py: a quick Hypothesis test, tests with fixed inputs (``@example``) beside
+what they draw or alone, and a failure planted on demand (``SOFTMAX_SUITE_PLANT_LOSS=1``)."""
 
 import os
 import time
 
-from hypothesis import given
+from hypothesis import Phase, example, given, settings
 from hypothesis import strategies as st
 
 from harness.plugins.timebox import timeboxed
@@ -28,3 +28,22 @@ def test_planted_value(n):
     123456); ``=exact``: fails at 123456 alone, which only a replay of the example database reaches."""
     plant = os.environ.get("SOFTMAX_SUITE_PLANT_LOSS")
     assert not (plant == "from" and n >= 123456 or plant == "exact" and n == 123456), "the planted value"
+
+
+@given(st.integers(10, 10**6))
+@example(1)
+@example(2)
+@example(3)
+@timeboxed
+def test_fixed_and_drawn(n):
+    assert n >= 0
+
+
+@settings(phases=[Phase.explicit])
+@given(st.integers())
+@example(1)
+@example(2)
+@timeboxed
+def test_fixed_only(n):
+    """Its fixed inputs alone: a night of it draws nothing."""
+    assert n > 0

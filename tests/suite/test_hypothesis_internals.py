@@ -150,3 +150,20 @@ def test_a_failures_blob_replays_its_example_alone_and_a_passing_replay_is_told_
     assert not hypothesis_internals.replay_passed(other.value)
     with pytest.raises(ValueError, match="not VERSION:BLOB"):
         hypothesis_internals.reproduced(body, "'; rm -rf ~")
+
+
+def test_an_explicit_example_is_told_from_a_generated_one():
+    """A nightly counts drawn inputs apart from the fixed ones, which it runs once a night."""
+    seen = []
+
+    @settings(max_examples=5, database=None, phases=[Phase.explicit, Phase.generate])
+    @given(st.integers(min_value=10))
+    @hypothesis.example(1)
+    @hypothesis.example(2)
+    def test(n):
+        seen.append((n, hypothesis_internals.running_an_explicit_example()))
+
+    test()
+    assert seen[:2] == [(1, True), (2, True)] and len(seen) > 2, seen
+    assert not any(explicit for _, explicit in seen[2:]), seen
+    assert not hypothesis_internals.running_an_explicit_example()

@@ -9,6 +9,7 @@ import time
 import pytest
 
 from harness.plugins import timebox
+from harness.soak import INCOMPLETE
 from tests.scenarios.soak_stalled import is_running, stalled_pid
 from tests import subruns
 
@@ -81,12 +82,13 @@ def test_the_driver_runs_rounds_and_writes_what_ran(tmp_path):
     assert result.returncode == 0, result.stdout + result.stderr
     summary = json.loads((tmp_path / "soak.json").read_text())
     first = summary["rounds"][0]
-    assert first["passed"] == 3 and first["failed"] == 0 and isinstance(first["seed"], int)
+    assert first["passed"] == 5 and first["failed"] == 0 and isinstance(first["seed"], int)
     assert 1 <= first["examples_per_test"][f"{SCENARIO}::test_slow_examples"] < 250  # ended by its share
     assert time.time() - started < 120
     assert f"| 1 | {first['seed']} |" in (tmp_path / "soak.md").read_text()
-    fewest = min(count for r in summary["rounds"] for count in r["examples_per_test"].values() if count)
-    assert f"nothing failed or erred; the fewest examples a test ran in a round: {fewest} (" in \
+    fewest = min(r["drawn_per_test"][test] for r in summary["rounds"] for test, count in r["examples_per_test"].items()
+                 if count)
+    assert f"nothing failed or erred; the fewest inputs a test drew in a round: {fewest}, beside " in \
         (tmp_path / "soak.md").read_text()
 
 
@@ -264,6 +266,26 @@ def test_examples_per_test_gives_every_test_that_many_examples_whatever_its_shar
     assert result.returncode == 0, result.stdout + result.stderr
     ran = json.loads((tmp_path / "soak.json").read_text())["rounds"][0]["examples_per_test"]
     assert ran[f"{SCENARIO}::test_slow_examples"] == 180 and ran[f"{SCENARIO}::test_planted_value"] == 180, ran
+
+
+def test_a_nights_first_round_runs_the_fixed_inputs_and_every_round_draws_its_count(tmp_path):
+    """--examples-per-test counts what a test draws: the README's nightly (20 a test) had run 20 of an accuracy
+    test's 160 fixed inputs and drawn none, the same inputs every night.  Two rounds at once: the night's first runs
+    the test's three fixed inputs and draws 5, the other draws 5 alone."""
+    result = subruns.run(soak_command(tmp_path, "--minutes", "1", "--rounds", "2", "--parallel", "2",
+                                      "--examples-per-test", "5", tests=[SCENARIO, "-k", "fixed_and_drawn"]))
+    assert result.returncode == 0, result.stdout + result.stderr
+    rounds = json.loads((tmp_path / "soak.json").read_text())["rounds"]
+    test = f"{SCENARIO}::test_fixed_and_drawn"
+    assert [(r["examples_per_test"][test], r["drawn_per_test"][test]) for r in rounds] == [(8, 5), (5, 5)], rounds
+    assert f"| `{test}` | 10 | 3 |" in (tmp_path / "soak.md").read_text()
+
+
+def test_a_night_that_drew_nothing_is_incomplete(tmp_path):
+    result = subruns.run(soak_command(tmp_path, "--minutes", "0.2", "--rounds", "1", "--examples-per-test", "5",
+                                      tests=[SCENARIO, "-k", "fixed_only"]))
+    assert result.returncode == INCOMPLETE, result.stdout + result.stderr
+    assert "**INCOMPLETE** 1 round(s) drew no input" in (tmp_path / "soak.md").read_text()
 
 
 def test_rounds_caps_the_rounds_however_much_of_the_time_box_is_left(tmp_path):
