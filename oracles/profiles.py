@@ -158,15 +158,16 @@ ORDER_FREE = Reduction("sequential")
 NARROWEST_KNOWN_TILE = 128
 
 
-def folded_in_any_order(n: int) -> Reduction:
+def folded_in_any_order(n: int, tile: int = NARROWEST_KNOWN_TILE) -> Reduction:
     """A sum of a row of n in any order (depth n - 1) with the most rescales of a known construction: a fold per
-    tile of NARROWEST_KNOWN_TILE after the first, and one more for a split row's spans folded.
+    tile of NARROWEST_KNOWN_TILE (or of ``tile``, a narrower one a kernel declares) after the first, and one more
+    for a split row's spans folded.
 
     Any order alone does not dominate a folded sum: the bounds count a row's additions as one fewer than its
     finite terms (-inf entries add exact zeros, bounds.sum_terms), while each rescale errs on every term already
     summed, however many -inf entries the row holds (a causal row of 513 with a few finite terms: tests/suite/
     test_bounds.py's dominance test)."""
-    return Reduction("sequential", chunks=max(1, -(-n // NARROWEST_KNOWN_TILE)), spans=2)
+    return Reduction("sequential", chunks=max(1, -(-n // tile)), spans=2)
 
 
 # How one tl.sum over a tile adds, by backend (Reduction kinds); elsewhere any order is assumed.
@@ -294,15 +295,16 @@ def coarser(compute: Format, known: Format) -> bool:
             or compute.min_normal > known.min_normal)
 
 
-def looser_sum(profile: PrecisionProfile, n: int) -> list[str]:
-    """Each respect in which ``profile``'s reduction errs more than :func:`folded_in_any_order` on a row of ``n``.
+def looser_sum(profile: PrecisionProfile, n: int, tile: int = NARROWEST_KNOWN_TILE) -> list[str]:
+    """Each respect in which ``profile``'s reduction errs more than :func:`folded_in_any_order` on a row of ``n``,
+    folding tiles of ``tile`` (the narrowest known, or a narrower one the kernel declares and is tested at).
 
     The bounds read a reduction through its depth, capped at n - 1 (bounds.sum_terms), and its rescales, each
     (2 c0 + 1) u on every term: a reduction no deeper and with no more rescales never gets a larger bound."""
-    reduction, known = profile.reduction, folded_in_any_order(n)
+    reduction, known = profile.reduction, folded_in_any_order(n, tile)
     depth, rescales = max(min(reduction.depth(n), n - 1), 0), max(reduction.rescales(n), 0)
     return [f"reduction: {reduction} on rows of {n}: {what} {declared}, beyond the {most} of a sum in any order "
-            f"folding tiles of {NARROWEST_KNOWN_TILE}" for what, declared, most in (
+            f"folding tiles of {tile}" for what, declared, most in (
                 ("depth", depth, known.depth(n)), ("rescales", rescales, known.rescales(n))) if declared > most]
 
 

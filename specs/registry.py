@@ -38,7 +38,8 @@ import torch
 from kernels.limits import FLOATING, HALF_AND_SINGLE, InputLimits
 from oracles.bounds import Arithmetic, PrecisionProfile, Reduction
 from oracles.call import Call, Operation
-from oracles.profiles import PLAIN_ARITHMETICS, folded_in_any_order, looser_sum, looser_than, loosest, read_by
+from oracles.profiles import (NARROWEST_KNOWN_TILE, PLAIN_ARITHMETICS, folded_in_any_order, looser_sum, looser_than,
+                              loosest, read_by)
 
 from .operations import OPERATIONS, SOFTMAX, Declared
 
@@ -359,7 +360,7 @@ def resolve(selector: str) -> KernelSpec:
                                                 if op.runs == runs and declares(capabilities, op)])
     return KernelSpec(
         selector, function, capabilities, **callables,
-        precision=precision_model(selector, function),
+        precision=precision_model(selector, function, capabilities),
         description=f"user kernel {selector}",
         clear_refusals=False,
         replay_selector=replay_selector_of(selector),
@@ -393,7 +394,7 @@ def replay_selector_of(selector: str) -> str:
     return f"{Path(module_part).expanduser().resolve()}:{attribute}" if is_file_selector(module_part) else selector
 
 
-def precision_model(selector: str, function) -> Callable[[Call], PrecisionProfile]:
+def precision_model(selector: str, function, capabilities: Capabilities) -> Callable[[Call], PrecisionProfile]:
     """A user kernel's ``precision`` attribute, checked to take the one call, and each profile it gives to be no
     looser than the suite's (:func:`checked`); :func:`unknown_profile` without one."""
     precision = getattr(function, "precision", None)
@@ -406,35 +407,40 @@ def precision_model(selector: str, function) -> Callable[[Call], PrecisionProfil
     try:
         signature = inspect.signature(precision)
     except (TypeError, ValueError):  # a callable whose signature Python cannot read: taken as it is
-        return checked(selector, precision)
+        return checked(selector, precision, capabilities)
     try:
         signature.bind(None)
     except TypeError:
         raise ValueError(f"--kernel {selector!r}: its precision attribute must be {expected} (one positional "
                          f"argument); got precision{signature}") from None
-    return checked(selector, precision)
+    return checked(selector, precision, capabilities)
 
 
-def checked(selector: str, precision: Callable[[Call], PrecisionProfile]) -> Callable[[Call], PrecisionProfile]:
+def checked(selector: str, precision: Callable[[Call], PrecisionProfile],
+            capabilities: Capabilities) -> Callable[[Call], PrecisionProfile]:
     """``precision``, a user kernel's model, each profile it gives checked by :func:`declared_profile` (the judge asks
     for the profile in each test, which the refusal fails)."""
 
     @functools.wraps(precision)
     def model(call: Call) -> PrecisionProfile:
-        return declared_profile(selector, precision(call), call)
+        return declared_profile(selector, precision(call), call, capabilities)
 
     return model
 
 
-def declared_profile(selector: str, profile, call: Call) -> PrecisionProfile:
+def declared_profile(selector: str, profile, call: Call, capabilities: Capabilities | None = None) -> PrecisionProfile:
     """``profile``, what the kernel ``selector``'s precision model gave for ``call``; TypeError if it is no
     PrecisionProfile, ValueError if it is looser than a kernel declaring no precision is judged by: judged by it,
-    the kernel would be judged by a tolerance of its own choosing."""
+    the kernel would be judged by a tolerance of its own choosing.  A tile the kernel's ``capabilities`` declare
+    among its code-path boundaries on the call's backend (the suite draws its seams there) may be narrower than the
+    narrowest known: its reduction may fold that often."""
     if not (isinstance(profile, PrecisionProfile) and isinstance(profile.arithmetic, Arithmetic)
             and isinstance(profile.reduction, Reduction)):
         raise TypeError(f"--kernel {selector!r}: precision(call) must return an oracles.bounds.PrecisionProfile of an "
                         f"Arithmetic and a Reduction; got {profile!r:.200}")
-    looser = looser_than_known(profile, call.x.shape[call.dim] if call.x.dim() else 1, call.operation, call.backend)
+    tiles = capabilities.path_boundaries.get(call.backend, ()) if capabilities is not None else ()
+    looser = looser_than_known(profile, call.x.shape[call.dim] if call.x.dim() else 1, call.operation, call.backend,
+                               tiles)
     if looser:
         raise ValueError(f"--kernel {selector!r}: its precision model declares {profile.name!r}, looser than the "
                          f"loosest the suite knows (by which a kernel declaring no precision is judged) in "
@@ -445,7 +451,7 @@ def declared_profile(selector: str, profile, call: Call) -> PrecisionProfile:
 
 
 def looser_than_known(profile: PrecisionProfile, n: int, operation: Operation | None = None,
-                      backend: str | None = None) -> list[str]:
+                      backend: str | None = None, tiles: tuple[int, ...] = ()) -> list[str]:
     """Each respect in which ``profile``, on rows of ``n``, is looser than :func:`unknown_profile`, with both values:
     its arithmetic than the loosest known, its reduction than a sum in any order folding tiles as a known one.
 
@@ -453,10 +459,11 @@ def looser_than_known(profile: PrecisionProfile, n: int, operation: Operation | 
     CUDA profile keeps a reported bug of its log_softmax, which no softmax bound reads).  Given the ``backend``, an
     arithmetic no looser there than one the suite itself judges a kernel by on that backend (:func:`known_arithmetics`:
     torch's, with its reported bugs, plain Triton's, the registered kernels') is no looser: a kernel may declare
-    what the suite holds torch to."""
+    what the suite holds torch to.  Its reduction may fold tiles as narrow as the narrowest of ``tiles`` (the
+    kernel's code-path boundaries on the backend) where that is narrower than the narrowest known."""
     read = read_by(operation)
     arithmetic = looser_than(profile.arithmetic, unknown_arithmetic(), read)
     if arithmetic and backend is not None and any(not looser_than(profile.arithmetic, known, read)
                                                   for known in known_arithmetics(backend)):
         arithmetic = []
-    return [*arithmetic, *looser_sum(profile, n)]
+    return [*arithmetic, *looser_sum(profile, n, min([NARROWEST_KNOWN_TILE, *(t for t in tiles if t > 0)]))]

@@ -257,7 +257,8 @@ def hosted(selector: str, backend, limit: float | None, grace: float, breadcrumb
     def precision(call):
         description = described(spec, "precision", call.x, call.dim)
         profile = answered(process, breadcrumbs, description, {"kind": "precision", "call": call, "about": description})
-        return declared_profile(spec.name, profile, call)  # checked here: the kernel's process may have undone it
+        # Checked here: the kernel's process may have undone the check there.
+        return declared_profile(spec.name, profile, call, spec.capabilities)
 
     callables = {runs: calling(runs) for runs in declared["callables"]}
     spec = replace(spec, **callables, precision=precision if declared["precision"] else unknown_profile)

@@ -25,6 +25,7 @@ from specs.torch_softmax import torch_profile
 HOSTILE = "tests.hostile.declares_loose_precision:softmax"
 EXAMPLE = "examples/my_kernels.py:softmax"
 DECLARED = "examples.torch_kernels:declared_softmax"  # torch declaring the model the suite judges torch by
+NARROW = "tests.scenarios.narrow_tiles"  # an online softmax in tiles of 96
 ROW = 4096  # a row length for the arithmetic's checks: an order-free sum is never looser than itself
 
 
@@ -201,3 +202,25 @@ def test_a_figure_an_operations_declaration_is_not_judged_in_moves_none_of_its_b
                     after = bounds(call, oracle, fmt, PrecisionProfile(moved, ORDER_FREE))
                     assert np.array_equal(before, after, equal_nan=True), (op.name, dtype, base.name, name)
 
+
+
+def test_a_tile_narrower_than_the_narrowest_known_is_declarable_where_the_kernel_declares_it():
+    """Tiles of 96 fold a row of 500 six times, the narrowest known construction's (128) four: refused alone, legal
+    where the kernel declares 96 among its code-path boundaries (the suite draws its seams there)."""
+    profile = PrecisionProfile(TORCH_CPU, Reduction("triton-block", block=96, chunks=6))
+    assert respects(looser_than_known(profile, 500)) == ["reduction"]
+    assert looser_than_known(profile, 500, tiles=(96,)) == []
+    assert respects(looser_than_known(profile, 500, tiles=(128, 4096))) == ["reduction"]
+    tiles_of_8 = PrecisionProfile(TORCH_CPU, Reduction("triton-block", block=8, chunks=63))
+    assert respects(looser_than_known(tiles_of_8, 500, tiles=(96,))) == ["reduction"]  # folded more than declared
+
+
+def test_a_kernel_in_tiles_of_96_declaring_them_passes_and_the_same_with_a_tile_bug_fails(run_pytest):
+    """tests/scenarios/narrow_tiles.py: an online softmax in tiles of 96 (its sum not rescaled in the buggy one)."""
+    result = run_pytest("tests/kernel/test_accuracy.py", "-k", "test_output_within and -softmax-float32",
+                        "--kernel", f"{NARROW}:softmax", "--kernel", f"{NARROW}:softmax_unrescaled", "--device", "cpu",
+                        "--hypothesis-profile", "ci", "-q", "-rA")
+    accuracy = "tests/kernel/test_accuracy.py::test_output_within_derived_bound"
+    assert f"PASSED {accuracy}[{NARROW}:softmax-softmax-float32]" in result.stdout, result.stdout[-3000:]
+    assert f"FAILED {accuracy}[{NARROW}:softmax_unrescaled-softmax-float32]" in result.stdout, result.stdout[-3000:]
+    assert "BeyondBound" in result.stdout and "looser than the loosest" not in result.stdout, result.stdout[-3000:]
