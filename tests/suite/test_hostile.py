@@ -363,3 +363,14 @@ def test_a_kernel_off_its_callers_stream_reads_its_input_unwritten_and_fails(bac
 
     assert judged_on_a_busy_stream(resolve("torch"), backend).ok
     assert not judged_on_a_busy_stream(resolve(f"{HOSTILE}off_stream:softmax"), backend).ok
+
+
+def test_a_kernel_that_goes_wrong_at_its_thousandth_call_fails_by_the_call_that_showed_it(run_pytest):
+    """Its process takes every call of the test; the calls before the thousandth pass, the thousandth fails."""
+    result = run_pytest("tests/kernel/test_many_calls.py", "--device", "cpu", "--kernel",
+                        f"{HOSTILE}breaks_after_many_calls:softmax", "--kernel", "examples.torch_kernels:softmax")
+    assert result.returncode == pytest.ExitCode.TESTS_FAILED, result.stdout[-3000:]
+    assert failed_tests(result.stdout) == [f"tests/kernel/test_many_calls.py::test_a_kernel_stays_within_its_bounds_"
+                                           f"past_its_thousandth_call[{HOSTILE}breaks_after_many_calls:softmax]"], \
+        result.stdout[-3000:]
+    assert "call 1000 of 1100 in one process" in result.stdout, result.stdout[-3000:]
