@@ -43,6 +43,7 @@ BUG_CLASSES = {
     "bf16_truncation": "bf16 outputs truncated instead of rounded to nearest",
     "fp16_reciprocal": "the reciprocal of the sum rounded to fp16",
     "row_index_wrap": "the row index wraps (at 2^8 here, standing for a 16-bit index)",
+    "rows_past_512_forgotten": "rows past the 512th never computed (a persistent grid sized for 512 rows)",
     "online_neg_inf_head": "online softmax: a leading tile of -inf makes the rescale exp(-inf + inf) = NaN",
     "backward_bf16_dot": "softmax backward: the dot product sum(grad * y) accumulated in bf16",
     "backward_sum_of_grad": "softmax backward: sum(grad) for sum(grad * y), log_softmax's backward formula",
@@ -70,7 +71,8 @@ CAUGHT_FIRST_BY = {
         "ignore_column_stride", "zero_padding", "no_max_subtraction", "low_precision_reciprocal", "mask_off_by_one",
         "offset_wrap", "nan_dropped_by_max", "last_row_skipped", "output_with_input_stride", "all_neg_inf_uniform",
         "row_left_unwritten", "subnormal_flush", "half_precision_exp", "partial_row_max", "finite_fill", "exp2_fma",
-        "bf16_sum", "skip_last_of_long_rows", "fp16_reciprocal", "row_index_wrap", "online_neg_inf_head")},
+        "bf16_sum", "skip_last_of_long_rows", "fp16_reciprocal", "row_index_wrap", "online_neg_inf_head",
+        "rows_past_512_forgotten")},
     "half_accumulation": f"{ACCURACY}[softmax-float16]",
     "bf16_truncation": f"{ACCURACY}[softmax-bfloat16]",
     "row_count_dependent_sum": "tests/kernel/test_metamorphic.py::test_batch_invariance_is_bitwise[2]",
@@ -167,6 +169,7 @@ skip_last_of_long_rows = mutant(rowwise.SKIP_LAST_OF_LONG_ROWS)
 bf16_truncation = mutant(rowwise.BF16_TRUNCATION)
 fp16_reciprocal = mutant(rowwise.FP16_RECIPROCAL)
 row_index_wrap = mutant(rowwise.ROW_INDEX_WRAP)
+rows_past_512_forgotten = mutant(rowwise.ROWS_PAST_512_FORGOTTEN)
 online_neg_inf_head = mutant(online.NEG_INF_HEAD_NAN, online, online_record)
 backward_bf16_dot = mutant(rowwise.BACKWARD_BF16_DOT, reaches=SOFTMAX_BACKWARD)
 backward_sum_of_grad = mutant(rowwise.BACKWARD_SUM_OF_GRAD, reaches=SOFTMAX_BACKWARD)

@@ -65,6 +65,8 @@ CATALOG: dict[str, Case] = {
     "leading tiles of -inf (online softmax)": matrix(2, 600, FP32, specials=Specials(neg_inf_head=0.5), seed=22),
     # More rows than a narrow row index reaches: rows past the wrap land on earlier ones.
     "row index wraps": matrix(300, 7, FP32, seed=23),
+    # More rows than a persistent grid sized for 512 (or 1024) rows covers: the rows past it are never computed.
+    "rows past a grid of 512 or 1024": matrix(1030, 7, FP32, seed=26),
     # Half-precision log_softmax over a dim other than the last, vectorised over the inner dim, that stored one SIMD
     # vector's running max for both halves of a block (pytorch PR 156379): columns whose maxima lie far apart.
     "max of half a SIMD vector (dim != -1)": Case((7, 20), 0, BF16, Values("normal", 1e3), seed=25),

@@ -112,8 +112,9 @@ def shapes(draw, *, ranks=(1, 2, 3, 4), last_dim_only=False, max_elements=1 << 1
     room = max(max_elements // n, 1)
     others = []
     for _ in range(rank - 1):
-        # 300: more rows than a narrow row index (mod 256) reaches.
-        size = draw(st.integers(0, max(min(room, 64), 1)) | st.sampled_from([1, 3, 17, 300]))
+        # 300: more rows than a narrow row index (mod 256) reaches; 513 and 1030: than a persistent grid of 512 or
+        # 1024 programs, a row each, covers.
+        size = draw(st.integers(0, max(min(room, 64), 1)) | st.sampled_from([1, 3, 17, 300, 513, 1030]))
         size = min(size, room)
         others.append(size)
         room = max(room // max(size, 1), 1)
