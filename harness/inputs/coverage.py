@@ -53,6 +53,7 @@ SPECIAL_RECIPES = {FINITE: NO_SPECIALS, **{c.name: Specials(**{c.field: c.share}
 COVERAGE = "coverage"  # the payload kind
 SWEEP_ELEMENTS = 2048  # a sweep case's size, past two rows: cells, not bulk, are what it is for
 SEAMS = "seams"  # the placement axis
+GRADIENT_LAYOUTS = "gradient layouts"  # a backward's axis: its gradient's own layout (autograd hands kernels any)
 # The logits a seam is drawn with: ordinary ones, and ones far below zero whose exp underflows (a running max
 # clamped to 0 after a -inf tile then sums zeros: flash-attention issue 2082).
 SEAM_VALUES = (Values("normal", 4.0), Values("far-below", 1e4))
@@ -90,6 +91,8 @@ def cells_of(case: Case, x: torch.Tensor, boundaries) -> set[tuple[str, str, str
     """The cells (dtype, row-length cell, axis, class) an input drew; a seam's as (dtype, tile, "seams", placement)."""
     dtype = str(format_of(case.dtype))
     classes = {("values", case.values.kind), ("layouts", case.layout_kind)}
+    if case.grad is not None:
+        classes.add((GRADIENT_LAYOUTS, case.grad_layout_kind))
     classes |= {("specials", name) for name in special_classes(x, case.dim, case.specials)}
     cells = {(dtype, length, axis, name) for length in length_cells(case.row_length, boundaries)
              for axis, name in classes}
@@ -140,7 +143,8 @@ def ranks_and_dims(capabilities: Capabilities) -> list[tuple[int, int]]:
     return [(r, d) for r in ranks for d in ([r - 1] if capabilities.last_dim_only else range(r))]
 
 
-def space(capabilities: Capabilities, backend: str, dtypes, *, size: SizeCaps | None = None) -> Space:
+def space(capabilities: Capabilities, backend: str, dtypes, *, size: SizeCaps | None = None,
+          backward: bool = False) -> Space:
     caps = size or SIZE_CAPS[backend]
     boundaries = capabilities.path_boundaries.get(backend, ())
     lengths = {}
@@ -154,11 +158,22 @@ def space(capabilities: Capabilities, backend: str, dtypes, *, size: SizeCaps | 
     layouts = tuple(k for k in LAYOUT_CLASSES if not (k == "expanded" and capabilities.in_place)  # nowhere to write
                     and any(layout_of_kind(k, r, d, unit_row_stride=unit) for r, d in ranks_and_dims(capabilities)))
     classes = {"values": tuple(VALUE_CLASSES), "layouts": layouts,
-               "specials": tuple(SPECIAL_RECIPES)}
+               "specials": tuple(SPECIAL_RECIPES), **({GRADIENT_LAYOUTS: layouts} if backward else {})}
     seams = {str(format_of(dtype)): [[tile_label(seam.tile), seam.placement] for seam, _, _ in seam_cases]
              for dtype in usable_dtypes(capabilities, dtypes)
              if (seam_cases := seam_shapes(capabilities, backend, dtype, caps))}
     return Space(lengths, classes, seams)
+
+
+def gradient_step(layouts: tuple[str, ...], options: dict, unit: bool) -> int:
+    """How far along the layout classes a backward sweep case's gradient layout is from its input's: the first step
+    (1 up) at which every pair of classes exists at some rank and dim the kernel takes, so that every gradient layout
+    class is drawn beside every row length (a transposed input, rank 2 only, has no permuted gradient)."""
+    def fits(step: int) -> bool:
+        return all(any(layout_of_kind(layouts[(k + step) % len(layouts)], r, d, unit_row_stride=unit)
+                       for r, d, _ in options[layouts[k]]) for k in range(len(layouts)))
+
+    return next((step for step in range(1, len(layouts)) if fits(step)), 0)
 
 
 def seam_shapes(capabilities: Capabilities, backend: str, dtype, caps: SizeCaps) -> list[tuple[Seam, tuple, int]]:
@@ -243,6 +258,7 @@ def sweep(capabilities: Capabilities, backend: str, dtypes, *, masked: bool = Fa
                           if (layout := layout_of_kind(k, r, d, unit_row_stride=unit))]
                       for k in allowed.classes["layouts"]}
     values, layouts, special_names = (allowed.classes[a] for a in ("values", "layouts", "specials"))
+    step = gradient_step(layouts, layout_options, unit) if backward else 0
     cases = []
     for i, dtype in enumerate(usable_dtypes(capabilities, dtypes)):
         top = longest_row(capabilities, backend, dtype, caps)
@@ -250,6 +266,9 @@ def sweep(capabilities: Capabilities, backend: str, dtypes, *, masked: bool = Fa
             for k in range(max(len(values), len(layouts), len(special_names))):
                 n = length(k)
                 options = layout_options[layouts[k % len(layouts)]]
+                grad_kind = layouts[(k + step) % len(layouts)]
+                if backward:  # a rank and dim where both the input's and the gradient's layout classes exist
+                    options = [o for o in options if layout_of_kind(grad_kind, o[0], o[1], unit_row_stride=unit)]
                 rank, dim, layout = options[(i + j + k) % len(options)]
                 variants = VALUE_CLASSES[values[k % len(values)]].variants()
                 special = special_names[k % len(special_names)]
@@ -257,6 +276,7 @@ def sweep(capabilities: Capabilities, backend: str, dtypes, *, masked: bool = Fa
                             variants[(i + j) % len(variants)], layout, SPECIAL_RECIPES[special],
                             Mask() if masked else None, seed=10_000 + 1_000 * i + 100 * j + k,
                             grad=VALUE_CLASSES[values[(k + j + 1) % len(values)]].variants()[0] if backward else None,
+                            grad_layout=layout_of_kind(grad_kind, rank, dim, unit_row_stride=unit) if backward else None,
                             grad_specials=SPECIAL_RECIPES[special_names[(k + j + 1) % len(special_names)]]
                             if backward else NO_SPECIALS)
                 cases.append(_showing(case, special))

@@ -809,6 +809,11 @@ class Case:
         return self.layout.kind if self.layout else CONTIGUOUS
 
     @property
+    def grad_layout_kind(self) -> str:
+        """A backward's gradient's layout class (its own, else x's)."""
+        return self.grad_layout.kind if self.grad_layout else self.layout_kind
+
+    @property
     def row_length(self) -> int:
         return self.shape[self.dim]
 

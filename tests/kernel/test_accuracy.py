@@ -90,7 +90,8 @@ def run_op(kernel, backend, op: Declared, dtype, note, accuracy_record, request)
         pytest.skip(f"{kernel.name} declares no {format_of(dtype)}")
     worst = Worst()
     capabilities = for_operation(kernel.capabilities, op)
-    drawn = coverage.Drawn(kernel, backend.name, op.name, coverage.space(capabilities, backend.name, (dtype,)))
+    drawn = coverage.Drawn(kernel, backend.name, op.name, coverage.space(capabilities, backend.name, (dtype,),
+                                                                         backward=op.backward))
     fixed_inputs = examples(kernel, backend, op, dtype)
     fixed = set(fixed_inputs)
 
