@@ -38,7 +38,8 @@ A y_j of -inf (an entry the forward's exp lost) has exp(y_j) = 0: the result is 
 A NaN or an infinity among the inputs decides the results it makes non-finite, as IEEE arithmetic
 evaluates the definition (:func:`oracles.semantics.decide_backward`); the row's other results are the
 arithmetic's, computed with those inputs' entries taken as 0 (they reach no finite result).
-float64 inputs are refused (TypeError): their products are not exact in float64.
+float64 inputs (whose products float64 does not hold) take the integers' tier for every element: their products
+summed exactly, each result exact, rounded once.
 """
 
 from __future__ import annotations
@@ -66,10 +67,7 @@ EXACT_PRODUCT_BITS = 26  # significand bits of a format whose products, and thei
 def _check(name: str, t: torch.Tensor) -> None:
     if not isinstance(t, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor; got {type(t).__name__}")
-    fmt = format_of(t.dtype)
-    if fmt.precision > EXACT_PRODUCT_BITS:
-        raise TypeError(f"{name}.dtype must have at most {EXACT_PRODUCT_BITS} significand bits (float32, float16, "
-                        f"bfloat16), so that products are exact in float64; got {t.dtype}")
+    format_of(t.dtype)  # a floating format the oracle knows
 
 
 def _dyadic(values: np.ndarray) -> tuple[list[int], list[int]]:
@@ -85,9 +83,17 @@ def exact_sum(values: np.ndarray) -> tuple[int, int]:
     return sum(m << (e - base) for m, e in zip(mantissas, exponents)), base
 
 
+def exact_products_sum(y: np.ndarray, g: np.ndarray) -> tuple[int, int]:
+    """The exact sum of the products y_i g_i of float64 values, as (m, e): m * 2^e (each product an integer's)."""
+    (ym, ye), (gm, ge) = _dyadic(y), _dyadic(g)
+    exponents = [a + b for a, b in zip(ye, ge)]
+    base = min(exponents, default=0)
+    return sum(a * b << (e - base) for a, b, e in zip(ym, gm, exponents)), base
+
+
 def exact_row(y: np.ndarray, g: np.ndarray, wanted: np.ndarray, fmt: Format) -> tuple[np.ndarray, np.ndarray]:
     """Tier 2 for one row: the results at ``wanted``, rounded to ``fmt`` and to float64, with integers only."""
-    total, base = exact_sum(y * g)  # the products are exact: S = total * 2^base exactly
+    total, base = exact_products_sum(y, g)  # S = total * 2^base exactly
     columns = np.flatnonzero(wanted)
     (ym, ye), (gm, ge) = _dyadic(y[columns]), _dyadic(g[columns])
     rounded, exact = np.empty(columns.size), np.empty(columns.size)
@@ -124,9 +130,14 @@ def decided(z: np.ndarray, error: np.ndarray, fmt: Format, exact_in_row) -> Orac
 
 
 @numpy_defaults
-def backward_rows(y: np.ndarray, g: np.ndarray, fmt: Format) -> OracleResult:
-    """Correctly rounded y_j (g_j - sum_i g_i y_i) for each row (last axis) of float64 ``y`` and ``g``, whose
-    values are those of a format of at most EXACT_PRODUCT_BITS bits."""
+def backward_rows(y: np.ndarray, g: np.ndarray, fmt: Format, exact_products: bool = True) -> OracleResult:
+    """Correctly rounded y_j (g_j - sum_i g_i y_i) for each row (last axis) of float64 ``y`` and ``g``: values of
+    a format of at most EXACT_PRODUCT_BITS bits (``exact_products``: float64 holds their products), else every
+    element with integers."""
+    if not exact_products:
+        settled = [exact_row(y[i], g[i], np.ones(y.shape[-1], dtype=bool), fmt) for i in range(y.shape[0])]
+        rounded = np.array([r for r, _ in settled]).reshape(y.shape)
+        return OracleResult(rounded + 0.0, np.array([e for _, e in settled]).reshape(y.shape), y.size)
     s_hi, r = fsum_pair(y * g)
     a = g - s_hi
     t = two_sum_error(g, -s_hi, a)
@@ -166,8 +177,8 @@ def exact_log_row(y: np.ndarray, g: np.ndarray, wanted: np.ndarray, fmt: Format)
 
 @numpy_defaults
 def log_backward_rows(y: np.ndarray, g: np.ndarray, fmt: Format) -> OracleResult:
-    """Correctly rounded g_j - exp(y_j) sum_i g_i for each row (last axis) of float64 ``y`` and ``g``, values of a
-    format of at most EXACT_PRODUCT_BITS bits (y may hold -inf)."""
+    """Correctly rounded g_j - exp(y_j) sum_i g_i for each row (last axis) of float64 ``y`` and ``g`` (y may hold
+    -inf): no product of two inputs is formed, so float64 inputs are enclosed alike."""
     g_hi, r = fsum_pair(g)
     with np.errstate(under="ignore"):
         e = np.exp(y)
@@ -204,6 +215,8 @@ def softmax_backward(call: Call) -> OracleResult:
     rows = [t.detach().to("cpu", torch.float64).movedim(dim, -1) for t in (y, g)]
     y_rows, g_rows = (t.reshape(math.prod(t.shape[:-1]), t.shape[-1]).numpy() for t in rows)
     special, results, y_rows, g_rows = split_special(y_rows, g_rows, log=call.log)
-    oracle = (log_backward_rows if call.log else backward_rows)(y_rows, g_rows, format_of(call.result_dtype))
+    fmt = format_of(call.result_dtype)
+    oracle = log_backward_rows(y_rows, g_rows, fmt) if call.log else backward_rows(
+        y_rows, g_rows, fmt, exact_products=format_of(y.dtype).precision <= EXACT_PRODUCT_BITS)
     return OracleResult(np.where(special, results, oracle.rounded), np.where(special, results, oracle.exact),
                         oracle.escalated)

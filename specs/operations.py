@@ -15,7 +15,11 @@ import torch
 from oracles.call import Operation
 
 TESTED_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
-"""The input dtypes the suite tests an operation in, unless its entry names fewer."""
+"""The dtypes of the training and inference kernels the suite is for: an operation's accuracy tests run in each."""
+ACCURACY_DTYPES = (*TESTED_DTYPES, torch.float64)
+"""The input dtypes an operation's accuracy tests run in, unless its entry names fewer: fp64 too, judged wherever a
+kernel declares it (torch does: a user's kernel declaring nothing is held to its contract) and skipped, saying so,
+for one that does not."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -31,7 +35,7 @@ class Declared(Operation):
     runs: str
     arguments: tuple[str, ...] = ("x", "dim")
     what: str  # how a skip names it: "<kernel> declares no <what>"
-    dtypes: tuple[torch.dtype, ...] = TESTED_DTYPES  # the input dtypes its accuracy test runs in
+    dtypes: tuple[torch.dtype, ...] = ACCURACY_DTYPES  # the input dtypes its accuracy test runs in
     # Its accuracy tests run before the others (pytest mark "first"): they open with the regression
     # catalog, so that a broken kernel fails within a minute.
     first: bool = False

@@ -108,10 +108,22 @@ def test_an_exact_zero_is_plus_zero():
     assert result.rounded.tolist() == [[0.0, 0.0, 0.0]] and not np.signbit(result.rounded).any()
 
 
-def test_inputs_it_cannot_decide_exactly_are_refused():
-    y = torch.softmax(torch.randn(2, 5, dtype=torch.float64), -1)
-    with pytest.raises(TypeError, match="y.dtype must have at most 26 significand bits"):
-        backward.softmax_backward(Call(y, -1, SOFTMAX_BACKWARD, "cpu", grad=torch.randn(2, 5, dtype=torch.float64)))
+def test_float64_inputs_whose_products_float64_does_not_hold_are_decided_with_integers():
+    """fp64 backwards were never judged: the products of fp64 values are not exact in float64.  Every element is
+    decided with integers (its products summed exactly) and agrees with mpmath at 4000 bits."""
+    generator = torch.Generator().manual_seed(3)
+    x = torch.randn(3, 17, dtype=torch.float64, generator=generator) * 8
+    y, g = torch.softmax(x, -1), torch.randn(3, 17, dtype=torch.float64, generator=generator)
+    g[1] = 0.25  # near-total cancellation: a constant gradient
+    result = backward.softmax_backward(Call(y, -1, SOFTMAX_BACKWARD, "cpu", grad=g))
+    slow, _ = mpmath_backward(y.numpy(), g.numpy(), FP64)
+    assert (result.rounded == slow).all() and (np.signbit(result.rounded) == np.signbit(slow)).all()
+    log_y = torch.log_softmax(x, -1)
+    logged = backward.softmax_backward(Call(log_y, -1, LOG_SOFTMAX_BACKWARD, "cpu", grad=g))
+    for i, j in np.ndindex(*log_y.shape):
+        total = EXACT.fsum(EXACT.mpf(v) for v in g[i].tolist())
+        exact = EXACT.mpf(g[i, j].item()) - EXACT.exp(EXACT.mpf(log_y[i, j].item())) * total
+        assert logged.rounded[i, j] == round_mpf(exact, FP64) + 0.0, (i, j)
 
 
 SPECIAL_INPUTS = [math.nan, math.inf, -math.inf]
