@@ -19,15 +19,18 @@ fail it for not reproducing).
 
 A baseline's statistics hold for the inputs they came from.  :func:`draws_fingerprint`
 digests what decides a run's draws (the seeding scheme and base, the profile's
-budget, whether an example database is replayed) and the first cases a pinned
-test draws on the backend; the baseline keeps it, and the gate judges no kernel
-against a baseline drawn from other inputs (other strategies, another
+budget, whether an example database is replayed), the first cases a pinned
+test draws on the backend, and the fixed inputs every run judges alike (the
+regression catalog, and the coverage sweep of every operation for a kernel
+declaring them all); the baseline keeps it, and the gate judges no kernel
+against a baseline drawn from other inputs (other strategies or sweeps, another
 Hypothesis, another seeding or profile).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import zlib
@@ -98,7 +101,26 @@ def draws_fingerprint(backend: str, draws: Draws = GATE_DRAWS, examples: int = 4
     profile = profiles.registered(draws.profile)
     decided = [SCHEME, f"base {draws.seed_base}", f"max_examples {profile.max_examples}",
                f"phases {sorted(phase.name for phase in profile.phases)}", f"database {draws.database is not None}"]
-    return hashlib.sha256("\n".join([*decided, *drawn]).encode()).hexdigest()[:16]
+    return hashlib.sha256("\n".join([*decided, *drawn, *fixed_inputs(backend)]).encode()).hexdigest()[:16]
+
+
+@functools.cache
+def fixed_inputs(backend: str) -> tuple[str, ...]:
+    """The inputs every run judges alike on ``backend``, as recipes: the regression catalog, and the coverage sweep of
+    each operation for a kernel declaring every operation (a sweep's rows beside a kernel's own boundaries are its
+    declaration's: :func:`kernel_fingerprint`)."""
+    from specs.operations import OPERATIONS
+    from specs.registry import Capabilities
+
+    from ..inputs import coverage
+    from ..inputs.catalog import CATALOG
+    from ..inputs.strategies import for_operation
+
+    every = Capabilities(**{flag: True for op in OPERATIONS.values() for flag in op.flags})
+    swept = [case for op in OPERATIONS.values()
+             for case in coverage.sweep(for_operation(every, op), backend, op.dtypes, masked=op.masked,
+                                        backward=op.backward, scaled=op.scaled, biased=op.biased)]
+    return tuple(repr(case) for case in [*CATALOG.values(), *swept])
 
 
 def kernel_fingerprint(capabilities, backend: str) -> str:
