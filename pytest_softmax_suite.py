@@ -28,7 +28,8 @@ OPTIONS = frozenset({
     "--accuracy-report", "--accuracy-baseline", "--update-baseline", "--prune-baseline", "--require-baseline",
     "--soak-seed", "--call-timeout", "--kernel-processes",  # harness/plugins/session.py
     "--replay-example", "--shard", "--test-durations", "--record-durations",  # seeding, sharding, scheduling
-    "--soak-deadline", "--soak-minutes", "--soak-examples-per-test", "--soak-log", "--progress-every",  # timebox, soak_log
+    "--soak-deadline", "--soak-minutes", "--soak-examples-per-test", "--soak-fixed", "--soak-log",  # timebox, soak_log
+    "--progress-every",  # timebox
 })
 FUNCTION = "FUNCTION"  # what stands for a kernel's function where a file was named without it
 

@@ -49,7 +49,7 @@ import pytest
 from report.text import printable
 
 from ..guard.calls import KernelHang, SuiteFailure
-from ..guard.replay_command import PREFIX, RECIPES, from_checkout
+from ..guard.replay_command import PREFIX, PYTHON, RECIPES, from_checkout
 from ..internals import hypothesis_internals
 from .session import PINNED_PROFILES, session_of
 
@@ -154,7 +154,7 @@ def pytest_command(item: pytest.Item, error: BaseException) -> str | None:
     config, run = item.config, session_of(item.config)
     # A kernel file named relative to where the run started is named by its absolute path, in the test's id too.
     selector = spec.replay_selector or spec.name
-    words = ["python", "-m", "pytest", item.nodeid.replace(f"[{spec.name}", f"[{selector}", 1), "--kernel", selector,
+    words = [item.nodeid.replace(f"[{spec.name}", f"[{selector}", 1), "--kernel", selector,
              "--device", run.backend.name, "--hypothesis-profile", run.draws.profile]
     if run.draws.seed_base != (0 if run.draws.profile in PINNED_PROFILES else None):  # a soak round's seeds
         words += ["--soak-seed", str(run.draws.seed_base)]
@@ -164,4 +164,4 @@ def pytest_command(item: pytest.Item, error: BaseException) -> str | None:
     if example:
         words += ["--replay-example", example]
     path = f"PYTHONPATH={shlex.quote(spec.pythonpath)} " if spec.pythonpath else ""
-    return from_checkout(path + shlex.join(words), config.invocation_params.dir)
+    return from_checkout(f"{path}{PYTHON} -m pytest {shlex.join(words)}", config.invocation_params.dir)

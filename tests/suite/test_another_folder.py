@@ -40,8 +40,8 @@ def test_a_run_from_another_folder_judges_the_kernel_named_from_there_and_its_re
     assert failed.returncode == pytest.ExitCode.TESTS_FAILED, failed.stdout[-3000:] + failed.stderr[-3000:]
     assert "test_output_within_derived_bound[mine/k.py:softmax_half_sum-softmax-float16]" in failed.stdout
     printed = [line.removeprefix(PREFIX) for line in failed.stdout.splitlines() if line.startswith(PREFIX)]
-    one_step = next(command for command in printed if "python -m harness.replay " in command)
-    rerun = next(command for command in printed if "python -m pytest " in command)
+    one_step = next(command for command in printed if " -m harness.replay " in command)
+    rerun = next(command for command in printed if " -m pytest " in command)
     for command, said in ((one_step, "beyond the derived bound"), (rerun, "1 failed")):
         again = pasted(command, user_folder)
         assert again.returncode == 1 and said in again.stdout, command + "\n" + again.stdout[-3000:] + again.stderr

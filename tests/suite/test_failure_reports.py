@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.guard.replay_command import PREFIX
+from harness.guard.replay_command import PREFIX, PYTHON
 from harness.plugins.failures import HYPOTHESIS_NOTES_LEFT_OUT
 from tests import subruns
 
@@ -123,8 +123,8 @@ def test_the_replay_lines_reproduce_their_failures_as_printed_and_pass_once_the_
     """The three forms: the accuracy judge's one step, pytest on a drawn example (its blob), pytest on a fixed input
     (asked for pytest's whole traceback)."""
     accuracy, permutation, special = (replay_line(failed, kind) for kind in ("accuracy", "permutation", "special case"))
-    assert accuracy.startswith("python -m harness.replay --kernel specs.mutants:partial_row_max ")
-    assert permutation.startswith("python -m pytest ") and " --replay-example " in permutation
+    assert accuracy.startswith(f"{PYTHON} -m harness.replay --kernel specs.mutants:partial_row_max ")
+    assert permutation.startswith(f"{PYTHON} -m pytest ") and " --replay-example " in permutation
     fixed = permutation.replace("specs.mutants:partial_row_max", "rowwise")  # the mutants' parent, correct
     runs = run_as_printed([accuracy, permutation, fixed, special + " --tb=long"])
     for run in runs[:2] + runs[3:]:

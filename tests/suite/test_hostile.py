@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.guard.replay_command import PYTHON
 from tests import outcomes, subruns
 from tests.hostile.misbehaving import PLANTED
 
@@ -192,7 +193,7 @@ def test_a_kernel_raising_inside_its_capabilities_fails_and_cannot_plant_a_repla
     assert "on an input inside its declared capabilities" in said
     failures = json.loads((batch["report"] / "accuracy.json").read_text())["failures"]
     replays = [f["replay"] for f in failures if "misbehaving:raises" in f["test"]]
-    assert replays and all(r.startswith(f"python -m harness.replay --kernel {HOSTILE}misbehaving:raises")
+    assert replays and all(r.startswith(f"{PYTHON} -m harness.replay --kernel {HOSTILE}misbehaving:raises")
                            for r in replays)
     assert f"replay: `{PLANTED}" not in (batch["report"] / "summary.md").read_text()
     assert "replay: <code>python -c" not in (batch["report"] / "index.html").read_text()
@@ -204,11 +205,11 @@ def test_a_hanging_call_fails_its_test_by_the_watchdog_names_its_input_and_the_r
     result = run_pytest("tests/kernel/test_accuracy.py", "tests/suite/test_ulp.py", "-k", "test_output_within and -softmax- or test_ulp", *QUICK,
                         "--call-timeout", "2", "--kernel", f"{HOSTILE}misbehaving:hangs")
     assert result.returncode == pytest.ExitCode.TESTS_FAILED, result.stdout[-3000:]
-    assert len(failed_tests(result.stdout)) == 3 and re.search(r"\b\d+ passed", result.stdout.splitlines()[-1])
+    assert len(failed_tests(result.stdout)) == 4 and re.search(r"\b\d+ passed", result.stdout.splitlines()[-1])
     # A failure is printed in its section and again in the short summary, which pytest leaves whole under CI.
     hangs = set(re.findall(r"KernelHang: tests.hostile.misbehaving:hangs softmax on shape=\(.*? dim=\d .*?replay: "
-                           r"python -m harness.replay .*?: the call did not return within 2 s", result.stdout))
-    assert len(hangs) == 3, result.stdout[-3000:]
+                           rf"{re.escape(PYTHON)} -m harness.replay .*?: the call did not return within 2 s", result.stdout))
+    assert len(hangs) == 4, result.stdout[-3000:]  # its softmax in fp32, fp16, bf16 and fp64
 
 
 # The misbehaving kernels registered, so that they run in the suite's processes (a kernel named by its path runs in
@@ -230,8 +231,8 @@ def test_workers_that_die_in_registered_kernel_calls_name_their_inputs_and_the_r
                          result.stdout), (kernel, result.stdout[-3000:])
     replays = [f["replay"] for f in json.loads((tmp_path / "accuracy.json").read_text())["failures"]]
     assert sorted(r.split(" --device")[0] for r in replays) == [
-        f"python -m harness.replay --kernel {HOSTILE}misbehaving:exits",
-        f"python -m harness.replay --kernel {HOSTILE}misbehaving:hangs_deaf"]
+        f"{PYTHON} -m harness.replay --kernel {HOSTILE}misbehaving:exits",
+        f"{PYTHON} -m harness.replay --kernel {HOSTILE}misbehaving:hangs_deaf"]
 
 
 def test_a_run_that_dies_in_a_registered_kernel_call_leaves_no_verdict_but_the_call(run_pytest, tmp_path):

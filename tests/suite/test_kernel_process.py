@@ -13,6 +13,7 @@ import torch
 
 from harness.guard.calls import Breadcrumbs, ContractBroken
 from harness.guard.host import KernelRefused, Pool, hosted, raised, record_of
+from harness.guard.replay_command import PYTHON
 from specs.registry import Capabilities
 from tests import outcomes
 from tests import subruns
@@ -89,7 +90,7 @@ def under_xdist(once, run_pytest, backend) -> dict:
 def test_a_kernel_holding_the_gil_is_stopped_at_its_limit_and_named_under_xdist(under_xdist):
     """Serially, the batch above stops it (``holds_the_gil``)."""
     assert under_xdist["status"] == pytest.ExitCode.TESTS_FAILED, under_xdist["stdout"][-3000:]
-    assert re.search(rf"KernelHang: {REACHES_OUT}:holds_the_gil softmax on shape=\(.*replay: python -m harness.replay "
+    assert re.search(rf"KernelHang: {REACHES_OUT}:holds_the_gil softmax on shape=\(.*replay: {re.escape(PYTHON)} -m harness.replay "
                      rf".*: the call did not return within {LIMIT} s .*nor stop at the alarm", under_xdist["stdout"]), \
         under_xdist["stdout"][-3000:]
 

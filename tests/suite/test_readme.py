@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from harness.guard.replay_command import PYTHON
+
 ROOT = Path(__file__).resolve().parents[2]
 CI_RUNS = ('python -m pip install ".[cpu]"', "python -m pytest -n auto --accuracy-baseline auto")
 # The failing run whose report tests/suite/test_report_in_a_browser.py opens.
@@ -14,7 +16,7 @@ FAILING = "python -m pytest -n auto --kernel examples/my_kernels.py:softmax_half
 # What each other command must do, run from the checkout's root: its exit status, and words of its output.
 RUN_HERE = {
     "python -m pytest -n auto --kernel examples/my_kernels.py:softmax": (0, "passed"),
-    FAILING: (1, "replay in one step: python -m harness.replay --kernel "),
+    FAILING: (1, f"replay in one step: {PYTHON} -m harness.replay --kernel "),
     "python -m harness.replay --kernel examples/my_kernels.py:softmax_half_sum --device cpu --op softmax "
     "\"Case(shape=(2, 4096), dim=1, dtype=torch.bfloat16, values=Values(kind='equal', scale=1.0), seed=4)\"":
         (1, "beyond the derived bound"),

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from harness.inputs.catalog import CATALOG
 from harness.inputs.strategies import Case, Layout, Mask, Specials, Values, cases
-from harness.guard.replay_command import RECIPES
+from harness.guard.replay_command import PYTHON, RECIPES
 from harness.replay import parse_case
 from specs.registry import Capabilities
 from tests import subruns
@@ -85,7 +85,7 @@ def test_a_kernel_named_by_its_file_replays_as_printed(run_pytest, tmp_path):
     assert failed.returncode == pytest.ExitCode.TESTS_FAILED, failed.stdout[-3000:]
     printed = next(line for line in failed.stdout.splitlines() if "replay in one step: " in line).split(
         "replay in one step: ")[1]
-    assert printed.startswith(f"python -m harness.replay --kernel {mine / 'my_kernels.py'}:softmax_half_sum")
+    assert printed.startswith(f"{PYTHON} -m harness.replay --kernel {mine / 'my_kernels.py'}:softmax_half_sum")
     assert run_as_printed(printed).returncode == 1
 
 

@@ -13,6 +13,7 @@ import hypothesis
 import pytest
 import torch
 
+from harness.guard.replay_command import PYTHON
 from harness.inputs import strategies
 from harness.plugins import seeding
 from harness.plugins.session import Draws
@@ -511,7 +512,7 @@ def test_a_failure_is_said_when_it_happens_with_its_replay(run_pytest):
                         "mutation", "-n", "2", "-p", "no:randomly")
     lines = result.stdout.splitlines()
     said = [i for i, line in enumerate(lines) if line.startswith(f"failure: {test} (call): BeyondBound: ")]
-    assert said and lines[said[0] + 1].startswith("  replay: python -m harness.replay --kernel specs.mutants:"), \
+    assert said and lines[said[0] + 1].startswith(f"  replay: {PYTHON} -m harness.replay --kernel specs.mutants:"), \
         result.stdout[-3000:]
     assert said[0] < lines.index(next(line for line in lines if "= FAILURES =" in line)), result.stdout[-3000:]
 
