@@ -55,7 +55,7 @@ from pathlib import Path
 from report import comparison, league
 from report import merge as shards
 from report.invariances import combine
-from report.summary import categorize
+from report.summary import Category, categorize
 
 from . import soak
 
@@ -180,6 +180,11 @@ def merged_night(args: argparse.Namespace) -> int:
                             "seeds": [seed for r in reports for seed in r.run.get("seeds", [])]})
 
 
+def operations_judged(categories: dict) -> list[str]:
+    """The operations other than the softmax that the night judged, by name."""
+    return sorted({Category.read(key).op for groups in categories.values() for key in groups} - {league.OP})
+
+
 def worst_verdict(verdicts) -> str:
     """The soak verdict of several shards' nights: the worst of theirs."""
     order = ["PASSED", "INCOMPLETE", "FAILED"]
@@ -213,9 +218,16 @@ def write_night(args: argparse.Namespace, documents: list[dict], soaked: str, ta
     if tonight is not None:
         lines += league.markdown(tonight["categories"], tonight["invariances"], bench)
         lines += [f"![{p.stem}]({p.name})" for p in written if p.suffix == ".png"] + [""]
+        for op in operations_judged(tonight["categories"]):  # a kernel's other operations: their own tables
+            lines += league.markdown(tonight["categories"], {}, None, op)
+    pages = sorted(args.out.glob("soak/round-*/index.html")) if not args.merge_shards else sorted(
+        page for folder in args.merge_shards for page in folder.glob("soak/round-*/index.html"))
+    lines += ["## The rounds' reports", "", *(f"- [{page.parent.name}]({page})" for page in pages), ""] if pages else []
     lines += tail
     (args.out / "nightly.md").write_text("\n".join(lines) + "\n")
     print(f"nightly: {word}; {args.out / 'nightly.md'}")
+    for page in pages:
+        print(f"nightly: a round's report: {page}")
     if interruption.signal:
         return interruption.exit_status()
     return 1 if failed else soak.INCOMPLETE if word == "INCOMPLETE" else 0

@@ -309,10 +309,10 @@ def replayed(kernel, case, call, backend) -> int:
     from .judging.judge import describe_input
     from .judging.pipeline import LOOSEST, run_and_judge
 
-    say(f"{kernel.name}, {call.operation.name} on {backend.name} ({backend.device_name}): "
-        f"{describe_input(call.x, call.dim)}")
+    described = describe_input(call.x, call.dim, call.grad, call.bias)
+    say(f"{kernel.name}, {call.operation.name} on {backend.name} ({backend.device_name}): {described}")
     try:
-        ran = run_and_judge(kernel, call, replay=f"{case!r} -> {describe_input(call.x, call.dim)}")
+        ran = run_and_judge(kernel, call, replay=f"{case!r} -> {described}")
     except KernelHang as error:
         say(str(error))
         return BEYOND

@@ -38,6 +38,23 @@ class InputLimits:
     def row_limit(self, device_type: str) -> int | None:
         return self.max_row_length.get(device_type)
 
+    def said(self, device_type: str) -> str:
+        """The limits narrower than torch.softmax's own, in a line ("rows of at most 8 on cpu, fp32 and fp16, rank
+        2, the last dim only"); "" where there are none: what a reader of a passing run needs to know it covered."""
+        names = {torch.float64: "fp64", torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16"}
+        limit = self.row_limit(device_type)
+        return ", ".join(part for part in (
+            f"rows of at most {limit} on {device_type}" if limit is not None else "",
+            "/".join(names.get(d, str(d)) for d in sorted(self.dtypes, key=lambda d: list(names).index(d)
+                                                                 if d in names else len(names)))
+            if self.dtypes != FLOATING else "",
+            f"rank {' or '.join(map(str, sorted(self.ranks)))}" if self.ranks is not None else "",
+            "the last dim only" if self.last_dim_only else "",
+            "rows of unit stride" if self.unit_row_stride else "",
+            f"offsets up to {self.max_offset}" if self.max_offset is not None else "",
+            "no empty rows" if not self.empty_rows else "",
+            "in place" if self.in_place else "") if part)
+
     def refusal(self, x: torch.Tensor, dim: int) -> TypeError | ValueError | None:
         """The error that (x, dim) outside these limits must raise, or None."""
         if not isinstance(x, torch.Tensor):

@@ -24,7 +24,7 @@ from . import known as known_failures
 from . import league
 from .figures import pyplot
 from .files import replace_file, write_text
-from .summary import INTERPRETER_BF16, ULP_BUCKETS, Category, interpreter_truncates_bf16
+from .summary import BACKWARD_CANCELS, INTERPRETER_BF16, ULP_BUCKETS, Category, has_backward, interpreter_truncates_bf16
 from .text import markdown_block, markdown_code, markdown_text
 
 SCHEMA_VERSION = 1
@@ -85,14 +85,17 @@ def not_run(outcomes: dict[str, str]) -> int:
 
 
 def verdict(passed: int, failures: list[dict], findings: list, baseline: Path | None, interrupted: bool = False, *,
-            known: list[dict] = (), fixed: list[dict] = (), not_run: int = 0) -> str:
+            known: list[dict] = (), fixed: list[dict] = (), not_run: int = 0, judged: set[str] | None = None) -> str:
     """The report's first line: did the run pass, and what did the gate say.  ``known``: the failures a known
     finding explains, ``fixed``: the known findings whose test passed (failures too), each ``{"test", "kernel",
-    "findings"}``; ``not_run``: the tests a soak round's time box ended before they started."""
+    "findings"}``; ``not_run``: the tests a soak round's time box ended before they started; ``judged``: the kernels
+    the gate judged (none: it says so, never "no regression")."""
     failing = sum(f.fails for f in findings)
     gate = ("no baseline given" if baseline is None else
             f"{failing} regression(s) against {baseline.name}" if failing else
-            "no verdict (the run was interrupted)" if interrupted else f"no regression against {baseline.name}")
+            "no verdict (the run was interrupted)" if interrupted else
+            f"nothing judged against {baseline.name}" if judged is not None and not judged else
+            f"no regression against {baseline.name}")
     word = ("FAILED" if failures or failing else "INTERRUPTED" if interrupted else
             "NOTHING TESTED" if not (passed or known) else "INCOMPLETE" if not_run else "PASSED")
     counted = f" ({said})" if (said := known_failures.said(len(failures), known, fixed)) else ""
@@ -148,6 +151,8 @@ def write_markdown(directory: Path, report: Report) -> Path:
              f"{run['backend']} on {run['device']}; profile `{run['profile']}`; commit `{run['git_commit']}`; "
              f"{run['started']}", "",
              ", ".join(f"{name} {version}" for name, version in sorted(run["versions"].items())), ""]
+    lines += [f"- {markdown_text(kernel)} declares {markdown_text(said)}" for kernel, said in
+              sorted(run.get("declared", {}).items())] + ([""] if run.get("declared") else [])
     if in_progress:
         lines += ["## Kernel calls in progress when the run was interrupted", ""]
         lines += [f"- {markdown_text(call)}" for call in in_progress] + [""]
@@ -165,6 +170,8 @@ def write_markdown(directory: Path, report: Report) -> Path:
         lines.append("")
     if interpreter_truncates_bf16(run.get("backend"), categories):
         lines += [f"*{INTERPRETER_BF16}.*", ""]
+    if has_backward(categories):
+        lines += [f"*{BACKWARD_CANCELS}.*", ""]
     if invariances:
         table = invariance_table.rows(invariances)
         lines += ["## Bitwise invariances", "", "Only a broken promise fails a test.", "",
@@ -276,6 +283,7 @@ def write_html(directory: Path, report: Report, images: list[Path]) -> Path:
         f"<p>{esc(run['backend'])} on {esc(run['device'])}; profile <code>{esc(run['profile'])}</code>; "
         f"commit <code>{esc(str(run['git_commit']))}</code>; {esc(run['started'])}</p>",
         "<p>" + esc(", ".join(f"{n} {v}" for n, v in sorted(run["versions"].items()))) + "</p>",
+        *(f"<p>{esc(kernel)} declares {esc(said)}</p>" for kernel, said in sorted(run.get("declared", {}).items())),
     ]
     if in_progress:
         parts.append("<h2>Kernel calls in progress when the run was interrupted</h2><ul>"
@@ -315,6 +323,8 @@ def write_html(directory: Path, report: Report, images: list[Path]) -> Path:
                                                                       for t in missing) + "</ul>")
     if interpreter_truncates_bf16(run.get("backend"), categories):
         parts.append(f"<p><em>{esc(INTERPRETER_BF16)}.</em></p>")
+    if has_backward(categories):
+        parts.append(f"<p><em>{esc(BACKWARD_CANCELS)}.</em></p>")
     parts.append("<h2>Plots</h2>" + "".join(f"<p><img src='{esc(p.name)}' alt='{esc(p.stem)}'></p>" for p in images))
     parts.append("</body></html>")
     return write_text(directory / "index.html", "\n".join(parts))

@@ -39,10 +39,15 @@ def verdict(findings: list, unjudged: dict[str, str], measured: set[str], path: 
     if failing:
         return f"accuracy gate: FAILED, {failing} regression(s) against {path} (table above)"
     tail = f"; not in the baseline, not gated: {', '.join(not_gated)}" if not_gated else ""
-    judged = measured - set(unjudged) - set(not_gated)
-    if not judged:
+    kernels = judged(findings, unjudged, measured)
+    if not kernels:
         return f"accuracy gate: nothing judged against {path}{tail}"
-    return f"accuracy gate: no regression against {path} ({', '.join(sorted(judged))}){tail}"
+    return f"accuracy gate: no regression against {path} ({', '.join(sorted(kernels))}){tail}"
+
+
+def judged(findings: list, unjudged: dict[str, str], measured: set[str]) -> set[str]:
+    """The kernels the gate judged: measured, judgeable here, and in the baseline."""
+    return measured - set(unjudged) - {f.kernel for f in findings if f.verdict == "not gated"}
 
 
 def fails(findings: list, require: bool) -> bool:

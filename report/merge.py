@@ -290,12 +290,13 @@ def main(out: Path, folders: list[Path], baseline_option: str | None = None, req
         return REFUSED
     findings, unjudged = baseline.judge(reference, merged.categories, invariances.held(merged.invariances), merged.ran,
                               merged.run) if reference else ([], {})
+    measured = set(merged.categories) | set(merged.invariances)
     verdict = artifacts.verdict(merged.passed, merged.failures, findings, path, known=merged.known,
-                                fixed=merged.fixed, not_run=artifacts.not_run(merged.tests))
+                                fixed=merged.fixed, not_run=artifacts.not_run(merged.tests),
+                                judged=gate.judged(findings, unjudged, measured) if reference else None)
     for failure in merged.failures:
         print(printable(f"failed: {failure['test']} ({failure['when']}): {failure['headline']}"))
     if reference:
-        measured = set(merged.categories) | set(merged.invariances)
         regressions = baseline.table(findings, only_failures=True)
         lines = ["accuracy regressions against the baseline:", *("  " + line for line in regressions)] if regressions \
             else []

@@ -115,6 +115,17 @@ INTERPRETER_BF16 = ("bfloat16 under Triton's interpreter: it converts fp32 to bf
                     "rounded) reflect the interpreter, not the kernel; torch's own bf16 rounds to nearest")
 
 
+BACKWARD_CANCELS = ("backward categories: where g_j - sum(g y) cancels (a near-constant gradient), a result near 0 "
+                    "carries |y_j| times the sum's absolute error, so its bound, and a right kernel's ULPs, run to "
+                    "thousands there (torch's too on other rows): judged by that bound (docs/judging.md), not by "
+                    "a count of ULPs")
+
+
+def has_backward(categories: dict) -> bool:
+    """Whether the run judged a softmax or log_softmax backward."""
+    return any("backward" in Category.read(key).op for groups in categories.values() for key in groups)
+
+
 def interpreter_truncates_bf16(backend: str, categories: dict) -> bool:
     """Whether the run's bf16 figures of a Triton kernel went through the interpreter's truncating store."""
     return backend == "cpu" and any(Category.read(key).dtype == "bfloat16" for kernel, groups in categories.items()

@@ -56,9 +56,15 @@ if TYPE_CHECKING:  # this module is imported before the backend is chosen, so be
     from specs.registry import KernelSpec
 
 
-def describe_input(x: torch.Tensor, dim: int) -> str:
-    return (f"shape={tuple(x.shape)} strides={tuple(x.stride())} offset={x.storage_offset()} "
+def describe_input(x: torch.Tensor, dim: int, grad: torch.Tensor | None = None, bias: torch.Tensor | None = None) -> str:
+    """x's view (a backward's y), and a backward's gradient's and a biased call's bias's, whose strides are the clue to
+    a stride bug, said apart from the recipe."""
+    said = (f"shape={tuple(x.shape)} strides={tuple(x.stride())} offset={x.storage_offset()} "
             f"dtype={x.dtype} dim={dim} device={x.device}")
+    for name, t in (("grad", grad), ("bias", bias)):
+        if t is not None:
+            said += f"; {name} shape={tuple(t.shape)} strides={tuple(t.stride())} offset={t.storage_offset()}"
+    return said
 
 
 class SuiteFailure(AssertionError):

@@ -134,6 +134,7 @@ class Drawn:
         """Send the counts to the end of the run (they ride on the test's report, across xdist)."""
         payload.add(item, COVERAGE, {
             "kernel": self.kernel.name, "backend": self.backend, "op": self.op,
+            "declared": self.kernel.capabilities.said(self.backend),
             "lengths": self.allowed.lengths, "classes": self.allowed.classes, "seams": self.allowed.seams,
             "counts": [[*cell, n] for cell, n in sorted(self.counts.items())]})
 
@@ -370,8 +371,9 @@ def write_matrices(terminalreporter) -> None:
     for e in merged(entries):
         allowed, counts = Space(e["lengths"], e["classes"], e["seams"]), e["counts"]
         cells = allowed.cells()
+        declared = f" (within what it declares: {e['declared']})" if e.get("declared") else ""
         title = (f"{e['kernel']} {e['op']} on {e['backend']}: {len(cells & set(counts))} of "
-                 f"{len(cells)} allowed cells drawn")
+                 f"{len(cells)} allowed cells drawn{declared}")
         if cells <= set(counts) and terminalreporter.verbosity <= 0:
             terminalreporter.write_line(title)
             continue

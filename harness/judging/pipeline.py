@@ -98,5 +98,6 @@ def judge_case(kernel: KernelSpec, backend, op, case) -> tuple[Ran, str]:
     (the case, its input, and the command that replays it in one step)."""
     call = case.call(op, backend.name, backend.device)
     command = replay_command.command(kernel, backend.name, op.name, case)
-    replay = f"{case!r} -> {describe_input(call.x, case.dim)}\n{replay_command.PREFIX}{command}"
+    described = describe_input(call.x, case.dim, call.grad, call.bias)
+    replay = f"{case!r} -> {described}\n{replay_command.PREFIX}{command}"
     return run_and_judge(kernel, call, replay=replay, command=command), replay

@@ -110,6 +110,8 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     return [
         f"softmax suite backend: {run.backend.describe()}",
         printable(f"kernels: {names}"),  # names a user's kernel files gave
+        *(printable(f"  {spec.name} declares {said}") for spec in run.kernels
+          if (said := spec.capabilities.said(run.backend.name))),
         *kernel_processes_said(run),
         f"draws: {run.draws.describe()}; {caps_said(run.backend.name)}; kernel call watchdog: {limit}",
         f"torch {torch.__version__}, triton {triton.__version__}, hypothesis {hypothesis.__version__}, "

@@ -37,7 +37,7 @@ from pathlib import Path
 import pytest
 
 from report import artifacts, baseline, columns, gate, invariances, known
-from report.summary import INTERPRETER_BF16, categorize, interpreter_truncates_bf16
+from report.summary import BACKWARD_CANCELS, INTERPRETER_BF16, categorize, has_backward, interpreter_truncates_bf16
 from report.text import CONTROL, printable
 
 from ..device import memory, pinning
@@ -165,6 +165,8 @@ def run_metadata(config: pytest.Config) -> dict:
         "draws": seeding.draws_fingerprint(run.backend.name, run.draws),
         "kernel_draws": {spec.name: seeding.kernel_fingerprint(spec.capabilities, run.backend.name)
                          for spec in run.kernels},
+        # What each kernel declares, where narrower than torch.softmax's contract: what a passing run covered.
+        "declared": {spec.name: said for spec in run.kernels if (said := spec.capabilities.said(run.backend.name))},
         "git_commit": git_commit(config.rootpath),
         **sharding.metadata(config),  # which shard of a split run, and its tests
         "started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
@@ -314,9 +316,10 @@ class Gatherer:
         self.exitstatus = session.exitstatus
         if run.report is not None:
             gated = None if run.gate is None or run.gate.update else run.gate.path
+            judged = gate.judged(self.findings, self.unjudged, self.measured) if gated else None
             verdict = artifacts.verdict(ledger.passed, ledger.failures, self.findings, gated, self.interrupted,
                                         known=ledger.known, fixed=ledger.fixed,
-                                        not_run=artifacts.not_run(ledger.outcomes))
+                                        not_run=artifacts.not_run(ledger.outcomes), judged=judged)
             self.written += artifacts.write_all(run.report, artifacts.Report(
                 run=metadata, verdict=verdict, failures=ledger.failures, categories=self.categories,
                 records=ledger.records, missing=ledger.missing, gate=baseline.table(self.findings, only_failures=False),
@@ -352,6 +355,8 @@ class Gatherer:
                 write(line)
             if interpreter_truncates_bf16(run.backend.name, self.categories):
                 write(INTERPRETER_BF16)
+            if has_backward(self.categories):
+                write(BACKWARD_CANCELS)
         if self.invariances:
             terminalreporter.write_sep("-", "bitwise invariances per kernel (only a broken promise fails)")
             for line in invariances.text_table(self.invariances) + invariances.counterexamples(self.invariances):
@@ -398,7 +403,8 @@ class Gatherer:
         if reporter is not None and run.gate is not None and not run.gate.update:
             said = gate.verdict(self.findings, self.unjudged, self.measured, run.gate.path, self.interrupted)
             line = run_verdict(self.exitstatus, reporter.stats, said)
-            write_line(reporter, line, red=not line.startswith("verdict: PASSED"), green=line.startswith("verdict: PASSED"))
+            passed = line.startswith("verdict: PASSED")
+            write_line(reporter, line, red=not passed, green=passed)
 
     def summarize_gate(self, terminalreporter, gated) -> None:
         write = functools.partial(write_line, terminalreporter)

@@ -61,8 +61,9 @@ def test_the_command_a_failure_prints_replays_it_as_printed_and_the_reports_lead
 
     summary = (tmp_path / "report" / "summary.md").read_text()
     assert summary.split("\n")[2].startswith("**FAILED: 0 test(s) passed, 1 failed")
-    assert "## Failed tests" in summary and re.search(rf"replay: `PYTHONPATH={re.escape(str(mine))}(:\S*)? python -m "
-                                                       r"harness\.replay --kernel my_kernels:", summary), summary
+    assert "## Failed tests" in summary and re.search(rf"replay: `PYTHONPATH={re.escape(str(mine))}(:\S*)? "
+                                                       rf"{re.escape(PYTHON)} -m harness\.replay --kernel my_kernels:",
+                                                       summary), summary
     page = (tmp_path / "report" / "index.html").read_text()
     links = set(re.findall(r"<tr class=bad><td><a href='#([^']+)'>", page))
     assert links and all(f"id='{anchor}'" in page for anchor in links)  # every red row leads to its failure

@@ -409,6 +409,14 @@ def test_torch_on_the_cpu_is_judged_only_on_the_baselines_instruction_set(backen
     assert sorted(baseline.machine_bound(reference, run)) == unjudged
 
 
+def test_a_report_whose_gate_judged_nothing_never_says_no_regression():
+    """report merge printed "accuracy gate: nothing judged" and then its verdict "... no regression": a baseline of
+    other draws judges no kernel, and the report's first line says so."""
+    said = artifacts.verdict(3, [], [], Path("cuda.json"), judged=set())
+    assert said == "PASSED: 3 test(s) passed, 0 failed; accuracy gate: nothing judged against cuda.json", said
+    assert "no regression against cuda.json" in artifacts.verdict(3, [], [], Path("cuda.json"), judged={"torch"})
+
+
 def test_the_verdict_counts_as_passed_only_tests_that_passed():
     """Skips and expected failures inside a test body come as call reports too: the H100 summary said 400 passed
     where pytest counted 385."""
