@@ -42,11 +42,15 @@ from __future__ import annotations
 
 import atexit
 import builtins
+import contextlib
 import ctypes
 import math
 import multiprocessing
 import os
 import signal
+import sys
+import tempfile
+import threading
 import traceback
 import warnings
 import weakref
@@ -61,6 +65,9 @@ from .calls import (CONTEXT, Breadcrumbs, ContractBroken, Guard, KernelHang, Out
                     describe_call, dim_of, guarded, operation_named)
 
 START_LIMIT = 300.0  # seconds for a kernel process to import its kernel (Triton, torch, the kernel's module)
+JOIN_LIMIT = 5.0  # seconds a kernel process whose pipe failed is given to end before it is killed
+MESSAGE_CHARACTERS = 1 << 16  # of a message or traceback a kernel process tells: the rest is cut, saying so
+OUTPUT_BYTES = 1 << 14  # of what a kernel prints during a call, shown with its test: the rest is counted
 BUSY_STREAM_CYCLES = 200_000_000  # a call made on a stream of the caller's own is made on a busy one there too
 
 
@@ -122,14 +129,20 @@ class KernelProcess:
         self.process: multiprocessing.Process | None = None
         self.conn: Connection | None = None
         self.declarations: dict | None = None
+        self.output: str | None = None  # the file its standard output and error go to
+        self.told: tuple[str, int] = ("", 0)  # the test whose calls' output was shown, and how many bytes of it
 
     def start(self) -> dict:
         """Start the kernel process and read its declarations; KernelRefused if it cannot judge the kernel, or if
         they differ from those it gave before (or that the run's first process read, ``declarations``)."""
         self.pool.admit(self)
         mine, theirs = FORKS.Pipe()
+        self.output = output_file()
+        # Not a daemon: a kernel may split its work over processes of its own (a daemon may not have children); the
+        # suite kills its process group at stop and at exit (atexit, before multiprocessing would wait for it).
         self.process = FORKS.Process(target=serve, args=(theirs, self.selector, self.backend.name, str(self.backend.device),
-                                                         torch.get_num_threads(), self.limit or 0.0), daemon=True)
+                                                         torch.get_num_threads(), self.limit or 0.0, self.output),
+                                     daemon=False)
         self.process.start()
         theirs.close()
         self.conn = mine
@@ -158,11 +171,10 @@ class KernelProcess:
         sent = sum(max(v.untyped_storage().nbytes(), v.numel() * v.element_size())
                    for v in message.values() if isinstance(v, torch.Tensor))
         try:
-            crossing.send(self.conn, message)
-        except OSError:
-            pass  # the process ended: the reply says how
-        reply = self._reply(self.limit + self.grace if self.limit else None, describe_call(call), call.get("replay"),
-                            max_bytes=8 * sent + (1 << 20))
+            reply = self._reply(self.limit + self.grace if self.limit else None, describe_call(call),
+                                call.get("replay"), max_bytes=8 * sent + (1 << 20), message=message)
+        finally:
+            self.tell_output(call)
         if reply is None:
             self.stop()
             raise KernelHang(f"{describe_call(call)}: the call did not return within {self.limit:g} s (the watchdog's "
@@ -170,33 +182,98 @@ class KernelProcess:
                              "was killed", call.get("replay"))
         return reply
 
-    def _reply(self, limit: float | None, what: str, replay: str | None, max_bytes: int = 1 << 20) -> dict | None:
-        """The next message, or None after ``limit`` seconds; ContractBroken if the process ended, sent garbage, or
-        tensors of more than ``max_bytes``."""
-        try:
-            if not self.conn.poll(limit):
-                return None
-            return crossing.receive(self.conn, self.backend.name, max_bytes)
-        except (EOFError, OSError):
-            self.process.join()
+    def _reply(self, limit: float | None, what: str, replay: str | None, max_bytes: int = 1 << 20,
+               message: dict | None = None) -> dict | None:
+        """``message`` sent (if any) and the next message read, within ``limit`` seconds for the whole exchange, or
+        None, the process killed; ContractBroken if the process ended, sent garbage, a message past the bounds, or
+        tensors of more than ``max_bytes``.
+
+        The exchange runs in a thread of its own, which this one waits for no longer than the limit: a kernel
+        process that reads no message (its pipe full), or that begins an answer and never ends it (a length sent,
+        its bytes not), would block a send or a read forever, where no pipe call has a deadline of its own."""
+        done: dict = {}
+
+        def exchange() -> None:
+            try:
+                if message is not None:
+                    try:
+                        crossing.send(self.conn, message)
+                    except OSError:
+                        pass  # the process ended: the reply says how
+                if self.conn.poll(limit):
+                    done["reply"] = crossing.receive(self.conn, self.backend.name, max_bytes)
+            except BaseException as error:  # noqa: BLE001 (told below, in the suite's thread)
+                done["error"] = error
+
+        thread = threading.Thread(target=exchange, name=f"exchange with {self.selector}", daemon=True)
+        thread.start()
+        thread.join(limit)
+        if thread.is_alive() or not done:
+            self.stop()  # its end of the pipe closes: the exchange's send or read returns
+            thread.join()
+            return None
+        error = done.get("error")
+        if isinstance(error, (EOFError, OSError)):
+            self.process.join(timeout=JOIN_LIMIT)
             status = self.process.exitcode
             self.stop()
+            if status is None:  # alive: it sent what the pipe refused (a message past its length) or cut one
+                raise ContractBroken(f"{what}: the kernel's process sent what cannot cross (a message cut short, or "
+                                     f"longer than the {crossing.HEADER_BYTES} bytes of a header): killed",
+                                     replay) from None
             raise ContractBroken(f"{what}: the kernel's process ended (exit status {status}) before it answered: a "
                                  "kernel must return or raise, never end its process", replay) from None
-        except crossing.CrossingError as error:
+        if isinstance(error, crossing.CrossingError):
             self.stop()
             raise ContractBroken(f"{what}: the kernel's process sent what cannot cross ({error})", replay) from None
+        if error is not None:
+            raise error
+        return done["reply"]
 
     def stop(self) -> None:
-        """Kill the kernel process (its threads with it); the next request starts a new one."""
+        """Kill the kernel process, its threads and the processes it started (its process group); the next request
+        starts a new one."""
         self.pool.leave(self)
         if self.process is not None:
+            try:
+                os.killpg(self.process.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass  # ended already, or not yet its group's leader
             self.process.kill()
             self.process.join()
             self.process = None
+        if self.output is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(self.output)
+            self.output = None
         if self.conn is not None:
             self.conn.close()
             self.conn = None
+
+    def tell_output(self, call: dict) -> None:
+        """What the kernel printed during the call on this process's standard error, where pytest keeps it with the
+        call's test, at most OUTPUT_BYTES a test (a kernel printing 1 MiB a call put 1.1 GB in a run's log)."""
+        if self.output is None:
+            return
+        try:
+            size = os.path.getsize(self.output)
+            with open(self.output, "rb") as file:
+                printed = file.read(OUTPUT_BYTES)
+            os.truncate(self.output, 0)  # the kernel's process appends: its next output starts at 0
+        except OSError:
+            return
+        test = call.get("test", "")
+        if test != self.told[0]:
+            self.told = (test, 0)
+        room = OUTPUT_BYTES - self.told[1]
+        if not size or room <= 0:
+            return
+        shown = printed[:room]
+        self.told = (test, self.told[1] + len(shown))
+        more = (f"\n[... {size - len(shown)} more bytes not shown; at most {OUTPUT_BYTES} of a test's calls are]"
+                if size > len(shown) else "")
+        sys.stderr.write(f"[{self.selector} printed during {describe_call(call)}]\n"
+                         f"{shown.decode(errors='replace')}{more}\n")
 
     @classmethod
     def stop_all(cls) -> None:
@@ -352,10 +429,17 @@ def raised(reply: dict, replay: str | None) -> BaseException:
 # ---------------------------------------------------------------------------- the kernel's side
 
 
-def serve(conn: Connection, selector: str, backend_name: str, device: str, threads: int, limit: float) -> None:
+def serve(conn: Connection, selector: str, backend_name: str, device: str, threads: int, limit: float,
+          output: str | None = None) -> None:
     """The kernel process: import the kernel, send its declarations, then answer calls until the suite goes.  Its
-    watchdog's alarm stops a call looping in Python at ``limit`` (the suite's process kills one deaf to it)."""
+    watchdog's alarm stops a call looping in Python at ``limit`` (the suite's process kills one deaf to it).  What it
+    prints goes to the file ``output``, which the suite reads after each call."""
     os.setsid()  # out of the terminal's process group: Ctrl-C is the suite's to handle, and it kills this process
+    if output is not None:
+        appended = os.open(output, os.O_WRONLY | os.O_APPEND)
+        for stream in (1, 2):
+            os.dup2(appended, stream)
+        os.close(appended)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     die_with_parent()
     torch.set_num_threads(threads)
@@ -401,7 +485,7 @@ def answer(spec, guard: HostedGuard, message: dict) -> dict:
         x, args, kwargs = message["x"], message["args"], message["kwargs"]
         y = on_busy_stream(function, x, args, kwargs, message["busy_stream"]) if message["busy_stream"] else \
             function(x, *args, **kwargs)
-        return {"kind": "result", "value": crossing.plain_tensor(y) if isinstance(y, torch.Tensor) else
+        return {"kind": "result", "value": compact(crossing.plain_tensor(y)) if isinstance(y, torch.Tensor) else
                 _not_a_tensor(y, about), "sums": tiling.last(about.get("kernel"))}
     except ContractBroken as error:
         return told(error, about, "ContractBroken")
@@ -420,15 +504,39 @@ def answer(spec, guard: HostedGuard, message: dict) -> dict:
         return told(broken, about, "ContractBroken")
 
 
+def compact(y: torch.Tensor) -> torch.Tensor:
+    """``y``, or its compact copy where its storage holds more than twice its elements (a view of a padded buffer:
+    rows of 7 columns 4096 apart): its values cross, not the buffer around them (the guard saw the buffer here)."""
+    if y.untyped_storage().nbytes() > 2 * y.numel() * y.element_size() + 4096:
+        return y.contiguous() if not y.is_contiguous() else y.clone()
+    return y
+
+
+def output_file() -> str:
+    """A new empty file for a kernel process's standard output and error."""
+    handle, path = tempfile.mkstemp(prefix="softmax-suite-kernel-output-")
+    os.close(handle)
+    return path
+
+
 def _not_a_tensor(y, about: dict):
     raise ContractBroken(f"{describe_call(about)}: the kernel returned a {type(y).__name__}, not a torch.Tensor",
                          about.get("replay"))
 
 
 def told(error: BaseException, about: dict, name: str) -> dict:
+    """What a kernel raised, as a message: its type, message and traceback, each cut to MESSAGE_CHARACTERS (an
+    ordinary ValueError that prints its input ran past the 4 MiB a header may hold)."""
     cause = error.__cause__ or error
-    return {"kind": "raised", "type": name, "message": str(error), "replay": getattr(error, "replay", None),
-            "traceback": "".join(traceback.format_exception(type(cause), cause, cause.__traceback__))}
+    return {"kind": "raised", "type": name, "message": cut(str(error)), "replay": getattr(error, "replay", None),
+            "traceback": cut("".join(traceback.format_exception(type(cause), cause, cause.__traceback__)))}
+
+
+def cut(text: str) -> str:
+    """``text``, or its first MESSAGE_CHARACTERS and how much was left out."""
+    if len(text) <= MESSAGE_CHARACTERS:
+        return text
+    return f"{text[:MESSAGE_CHARACTERS]}... [{len(text) - MESSAGE_CHARACTERS} more characters cut]"
 
 
 def on_busy_stream(function, x: torch.Tensor, args, kwargs, cycles: int):

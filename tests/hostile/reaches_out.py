@@ -21,11 +21,22 @@ Each takes fp32 only and is judged as a user's kernel of unknown construction, i
   its declared ones too: the suite's process holds it to the guard's rule all the same.
 * ``floods_its_answer``: returns a tensor of a hundred times its input's bytes and more than 1 MiB, which the
   suite's process would read whole: an answer's tensors are capped by its call's.
+* ``refuses_at_length``: an ordinary kernel raising a ValueError that prints its input, 5 MiB of message past the
+  4 MiB a header may hold: the suite's read failed and it then waited on the live process for good; now the message
+  is cut in the kernel's process and the error told.
+* ``names_its_arithmetic_at_length``: a right softmax whose precision model names its arithmetic in 6 MiB: no
+  such answer crosses; its process is killed and the test fails, naming the input.
+* ``cuts_its_answer``: sends the length of an answer and not its bytes, then loops holding the GIL: the suite's
+  read blocked for good; the exchange's deadline kills it at the call's limit.
 """
 
+import gc
 import os
+import struct
 import threading
 import time
+from dataclasses import replace
+from multiprocessing.connection import Connection
 
 import pytest
 import torch
@@ -110,7 +121,32 @@ def floods_its_answer(x: torch.Tensor, dim: int) -> torch.Tensor:
     return torch.zeros(100 * x.numel() + (1 << 18), dtype=x.dtype, device=x.device)
 
 
+def refuses_at_length(x: torch.Tensor, dim: int) -> torch.Tensor:
+    raise ValueError(f"x: I do not like this input: {'x' * (5 << 20)}")
+
+
+def names_its_arithmetic_at_length(x: torch.Tensor, dim: int) -> torch.Tensor:
+    CAPABILITIES.check(x, dim)
+    return torch.softmax(x, dim)
+
+
+def at_length(call) -> PrecisionProfile:
+    profile = unknown_profile(call)
+    return PrecisionProfile(replace(profile.arithmetic, name="a" * (6 << 20)), profile.reduction)
+
+
+def cuts_its_answer(x: torch.Tensor, dim: int) -> torch.Tensor:
+    CAPABILITIES.check(x, dim)
+    for found in gc.get_objects():  # the kernel process's end of the pipe to the suite
+        if isinstance(found, Connection) and not found.closed:
+            found._send(struct.pack("!i", 1000))  # the length of an answer, and never its bytes
+    sum(range(1 << 62))  # deaf to its process's alarm, which would tell the suite of a hang after those four bytes
+    return torch.softmax(x, dim)
+
+
 for _kernel in (undoes_its_guard, detach_trick, attribute_on_output, subclass_output, skips, xfails, exits_zero, holds_the_gil,
-                sleeps_in_precision, leaves_a_thread, floods_its_answer):
+                sleeps_in_precision, leaves_a_thread, floods_its_answer, refuses_at_length, names_its_arithmetic_at_length,
+                cuts_its_answer):
     _kernel.capabilities = CAPABILITIES
 sleeps_in_precision.precision = never_answers
+names_its_arithmetic_at_length.precision = at_length

@@ -38,6 +38,10 @@ EXPECTED = {
     "sleeps_in_precision": f"sleeps_in_precision precision on shape=(",
     "leaves_a_thread": "passed",
     "undoes_its_guard": "inside its declared capabilities (held to the guard's rule by the suite's process)",
+    "refuses_at_length": "the kernel raised ValueError: x: I do not like this input: xxxx",
+    "names_its_arithmetic_at_length": "names_its_arithmetic_at_length precision on shape=(",
+    "cuts_its_answer": f"the call did not return within {LIMIT} s (the watchdog's limit, --call-timeout) nor stop at "
+                       f"the alarm within {LIMIT} s more: its process was killed",
 }
 
 
@@ -210,3 +214,16 @@ def test_a_pool_keeps_at_most_its_cap_alive_stopping_the_one_used_least_recently
     assert stopped == ["b"] and pool.alive == [a, c] and pool.most == 2 and pool.started == 3
     with pytest.raises(ValueError, match="--kernel-processes must be at least 1"):
         Pool(0)
+
+
+def test_kernels_that_split_over_processes_return_padded_views_or_print_pass_and_their_output_stays_out(run_pytest,
+                                                                                                         backend):
+    """tests/hostile/ordinary_but_odd.py: a kernel process may have children, a padded view's values cross, and 1 MiB
+    printed a call stays with its test, capped (it put 193 MB into a sub-run's output of three tests)."""
+    odd = "tests.hostile.ordinary_but_odd"
+    kernels = [arg for name in ("splits_over_processes", "returns_a_padded_view", "prints_a_lot")
+               for arg in ("--kernel", f"{odd}:{name}")]
+    result = run_pytest(*FP32_ACCURACY, "--hypothesis-profile", "ci", "--device", backend.name, *kernels, "-rA")
+    assert result.returncode == pytest.ExitCode.OK and "3 passed" in result.stdout, result.stdout[-3000:]
+    assert len(result.stdout) + len(result.stderr) < 1 << 20, len(result.stdout)
+    assert f"[{odd}:prints_a_lot printed during {odd}:prints_a_lot softmax on shape=" in result.stdout
