@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import importlib.machinery
 import inspect
 import os
 import sys
@@ -321,10 +322,34 @@ def import_root(module) -> str:
     if not getattr(module, "__file__", None):
         return ""
     origin = Path(module.__file__).resolve()
-    root = origin.parents[module.__name__.count(".") + (origin.name == "__init__.py")]
+    return replay_root(origin.parents[module.__name__.count(".") + (origin.name == "__init__.py")])
+
+
+def replay_root(root: Path) -> str:
+    """``root``, the folder a module's top package lies in, as a replay's PYTHONPATH: "" where a fresh interpreter
+    in the checkout's root finds it anyway."""
     from_environment = {str(Path(p).resolve()) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p}
     found_anyway = {str(Path(p).resolve()) for p in sys.path if p} - from_environment - {str(Path.cwd().resolve())}
     return "" if root == ROOT or str(root) in found_anyway else str(root)
+
+
+def import_root_unrun(selector: str) -> str:
+    """:func:`import_root` of the module ``selector`` names, found on this process's path without running any of its
+    code (``importlib.machinery.PathFinder`` locates a top-level package; nothing is imported): what the suite's
+    process puts in a replay line, never a kernel process's word (one declared a folder of its own, holding a
+    sitecustomize.py that made the replay of a failing input exit 0).  "" where it is not found so."""
+    module_part = selector.rpartition(":")[0]
+    if not module_part or is_file_selector(module_part):
+        return ""
+    top = module_part.split(".")[0]
+    spec = importlib.machinery.PathFinder.find_spec(top, sys.path)
+    if spec is None:
+        return ""
+    located = spec.submodule_search_locations or ([spec.origin] if spec.origin else [])
+    if not located:
+        return ""
+    where = Path(next(iter(located))).resolve()
+    return replay_root(where.parent)
 
 
 def resolve(selector: str) -> KernelSpec:

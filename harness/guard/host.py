@@ -350,21 +350,20 @@ def declarations_of(spec) -> dict | None:
 
 def record_of(selector: str, declared: dict):
     """The record of the kernel ``selector`` names, but for its callables: what the suite decides of it (its name,
-    how a replay names it, that any exception refuses an input) from the selector, what only its process knows
-    (capabilities, the operations it gives, whether it models its precision, the folder its module is found in)
-    from ``declared``, checked as :func:`specs.registry.register` checks a record; KernelRefused if it does not hold."""
+    how a replay names it and the folder a replay puts on PYTHONPATH, found without running its code; that any
+    exception refuses an input) from the selector, what only its process knows (capabilities, the operations it
+    gives, whether it models its precision) from ``declared``, checked as :func:`specs.registry.register` checks a
+    record; KernelRefused if it does not hold."""
     from specs.operations import OPERATIONS
-    from specs.registry import Capabilities, KernelSpec, declares, optional_callables, replay_selector_of
+    from specs.registry import (Capabilities, KernelSpec, declares, import_root_unrun, optional_callables,
+                                replay_selector_of)
 
     capabilities, callables = declared.get("capabilities"), declared.get("callables")
-    pythonpath = declared.get("pythonpath")
     problems = [what for what, bad in (
         ("capabilities", not isinstance(capabilities, Capabilities)),
         ("callables", not (isinstance(callables, list) and "softmax" in callables
                            and set(callables) <= {op.runs for op in OPERATIONS.values()})),
-        ("precision", not isinstance(declared.get("precision"), bool)),
-        ("pythonpath", not (pythonpath == "" or isinstance(pythonpath, str) and pythonpath.isprintable()
-                            and os.path.isdir(pythonpath)))) if bad]
+        ("precision", not isinstance(declared.get("precision"), bool))) if bad]
     if not problems:
         problems = [f"capabilities and {runs}" for runs, operations in optional_callables().items()
                     if any(declares(capabilities, op) for op in operations) != (runs in callables)]
@@ -372,7 +371,8 @@ def record_of(selector: str, declared: dict):
         raise KernelRefused(f"--kernel {selector!r}: its process declared what the suite cannot take ("
                             f"{', '.join(problems)}): {str(declared)[:300]}")
     return KernelSpec(selector, softmax=None, capabilities=capabilities, description=f"user kernel {selector}",
-                      clear_refusals=False, replay_selector=replay_selector_of(selector), pythonpath=pythonpath)
+                      clear_refusals=False, replay_selector=replay_selector_of(selector),
+                      pythonpath=import_root_unrun(selector))
 
 
 def is_hosted(spec) -> bool:
@@ -553,13 +553,13 @@ def on_busy_stream(function, x: torch.Tensor, args, kwargs, cycles: int):
 
 def declarations(spec) -> dict:
     """What only this process knows of the kernel, as data: its capabilities, the operations it gives, whether it
-    models its precision, the folder its module is found in (the suite decides the rest: :func:`record_of`)."""
+    models its precision (the suite decides the rest: :func:`record_of`)."""
     from specs.operations import OPERATIONS
     from specs.registry import Capabilities, unknown_profile
 
     capabilities = Capabilities(**{name: getattr(spec.capabilities, name)
                                    for name in Capabilities.__dataclass_fields__})
-    return {"capabilities": capabilities, "pythonpath": spec.pythonpath, "precision": spec.precision is not unknown_profile,
+    return {"capabilities": capabilities, "precision": spec.precision is not unknown_profile,
             "callables": sorted({op.runs for op in OPERATIONS.values() if getattr(spec, op.runs) is not None})}
 
 

@@ -155,7 +155,7 @@ def test_an_answer_larger_than_its_call_allows_does_not_cross(backend):
 def test_a_kernel_process_cannot_name_its_kernel_nor_declare_what_the_suite_cannot_take():
     """The suite names the kernel by its selector, whatever its process says (it could claim a registered kernel's
     name and baseline); declarations that do not hold are refused."""
-    fair = {"capabilities": Capabilities(), "callables": ["softmax"], "precision": False, "pythonpath": "",
+    fair = {"capabilities": Capabilities(), "callables": ["softmax"], "precision": False,
             "name": "full_softmax", "description": "the reviewed full_softmax"}
     spec = record_of("mine.py:softmax", fair)
     assert (spec.name, spec.description, spec.clear_refusals) == ("mine.py:softmax", "user kernel mine.py:softmax",
@@ -163,9 +163,26 @@ def test_a_kernel_process_cannot_name_its_kernel_nor_declare_what_the_suite_cann
     assert spec.replay_selector == f"{Path('mine.py').resolve()}:softmax"
     for unfair in ({**fair, "capabilities": {"dtypes": "all"}}, {**fair, "callables": ["softmax", "__init__"]},
                    {**fair, "callables": ["softmax", "log_softmax"]},  # log_softmax its capabilities do not declare
-                   {**fair, "precision": "yes"}, {**fair, "pythonpath": "/nowhere\n"}):
+                   {**fair, "precision": "yes"}):
         with pytest.raises(KernelRefused, match="declared what the suite cannot take"):
             record_of("mine.py:softmax", unfair)
+
+
+def test_the_folder_a_replay_puts_on_pythonpath_is_the_suites_finding_never_the_kernels_word(tmp_path, monkeypatch):
+    """A kernel process declared a folder of its own, holding a sitecustomize.py, and the printed replay of a failing
+    input exited 0 there.  The suite finds the folder of a module-named kernel on its own path, running none of its
+    code: a package whose import would write a file writes nothing."""
+    package = tmp_path / "elsewhere" / "kernelpkg"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text(f"open({str(tmp_path / 'ran')!r}, 'w').close()\n")
+    (package / "mod.py").write_text("def softmax(x, dim):\n    return x\n")
+    monkeypatch.syspath_prepend(str(tmp_path / "elsewhere"))  # on the path from PYTHONPATH, as a user puts it there
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path / "elsewhere"))
+    declared = {"capabilities": Capabilities(), "callables": ["softmax"], "precision": False,
+                "pythonpath": str(tmp_path / "evil")}
+    assert record_of("kernelpkg.mod:softmax", declared).pythonpath == str((tmp_path / "elsewhere").resolve())
+    assert record_of("tests.hostile.misbehaving:raises", declared).pythonpath == ""  # found from the checkout's root
+    assert not (tmp_path / "ran").exists()
 
 
 def test_what_a_kernel_process_raised_carries_the_suites_replay_never_its_own():
