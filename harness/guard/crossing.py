@@ -28,6 +28,9 @@ from oracles.call import Call, Operation
 from oracles.formats import FORMATS, Format
 
 HEADER_BYTES = 1 << 22  # the longest header read: declarations and a precision profile are a few kB
+# Attributes torch itself sets on the tensors it returns (torch.compile's output carries
+# _dynamo_propagated_dynamic_indices): none crosses, as no attribute does, and none refuses the tensor.
+TORCH_OWN = ("_dynamo_",)
 
 
 class CrossingError(ValueError):
@@ -117,8 +120,9 @@ def plain_tensor(t: torch.Tensor) -> torch.Tensor:
     """``t`` if it is a plain dense tensor without attributes; CrossingError naming what it is otherwise."""
     if type(t) is not torch.Tensor:
         raise CrossingError(f"a tensor subclass ({type(t).__name__}) cannot cross: return a plain torch.Tensor")
-    if vars(t):
-        raise CrossingError(f"a tensor carrying attributes ({', '.join(sorted(vars(t)))}) cannot cross: return a "
+    attributes = [name for name in vars(t) if not name.startswith(TORCH_OWN)]
+    if attributes:
+        raise CrossingError(f"a tensor carrying attributes ({', '.join(sorted(attributes))}) cannot cross: return a "
                             "plain torch.Tensor")
     if t.layout != torch.strided or t.is_nested or t.device.type == "meta" or t.dtype not in DTYPES.values():
         raise CrossingError(f"a {t.layout} {t.dtype} tensor on {t.device.type} cannot cross: dense tensors only")

@@ -42,11 +42,11 @@ from __future__ import annotations
 
 import atexit
 import builtins
-import contextlib
 import ctypes
 import math
 import multiprocessing
 import os
+import shutil
 import signal
 import sys
 import tempfile
@@ -60,7 +60,7 @@ from multiprocessing.connection import Connection
 import torch
 
 from ..device import tiling
-from . import crossing
+from . import crossing, sandbox
 from .calls import (CONTEXT, Breadcrumbs, ContractBroken, Guard, KernelHang, Outputs, Watchdog, described,
                     describe_call, dim_of, guarded, operation_named)
 
@@ -129,7 +129,8 @@ class KernelProcess:
         self.process: multiprocessing.Process | None = None
         self.conn: Connection | None = None
         self.declarations: dict | None = None
-        self.output: str | None = None  # the file its standard output and error go to
+        self.folder: str | None = None  # its temporary folder, the one folder of its own it may write
+        self.output: str | None = None  # the file there its standard output and error go to
         self.told: tuple[str, int] = ("", 0)  # the test whose calls' output was shown, and how many bytes of it
 
     def start(self) -> dict:
@@ -137,7 +138,9 @@ class KernelProcess:
         they differ from those it gave before (or that the run's first process read, ``declarations``)."""
         self.pool.admit(self)
         mine, theirs = FORKS.Pipe()
-        self.output = output_file()
+        self.folder = tempfile.mkdtemp(prefix="softmax-suite-kernel-")  # the one folder of its own it may write
+        self.output = os.path.join(self.folder, "printed")
+        open(self.output, "w").close()
         # Not a daemon: a kernel may split its work over processes of its own (a daemon may not have children); the
         # suite kills its process group at stop and at exit (atexit, before multiprocessing would wait for it).
         self.process = FORKS.Process(target=serve, args=(theirs, self.selector, self.backend.name, str(self.backend.device),
@@ -242,10 +245,9 @@ class KernelProcess:
             self.process.kill()
             self.process.join()
             self.process = None
-        if self.output is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(self.output)
-            self.output = None
+        if self.folder is not None:
+            shutil.rmtree(self.folder, ignore_errors=True)
+            self.folder = self.output = None
         if self.conn is not None:
             self.conn.close()
             self.conn = None
@@ -440,6 +442,7 @@ def serve(conn: Connection, selector: str, backend_name: str, device: str, threa
         for stream in (1, 2):
             os.dup2(appended, stream)
         os.close(appended)
+        confined(os.path.dirname(output))
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     die_with_parent()
     torch.set_num_threads(threads)
@@ -512,13 +515,6 @@ def compact(y: torch.Tensor) -> torch.Tensor:
     return y
 
 
-def output_file() -> str:
-    """A new empty file for a kernel process's standard output and error."""
-    handle, path = tempfile.mkstemp(prefix="softmax-suite-kernel-output-")
-    os.close(handle)
-    return path
-
-
 def _not_a_tensor(y, about: dict):
     raise ContractBroken(f"{describe_call(about)}: the kernel returned a {type(y).__name__}, not a torch.Tensor",
                          about.get("replay"))
@@ -571,6 +567,15 @@ class HostedGuard(Guard):
 
     def describe(self, spec, op, x, dim, replay=None) -> dict:
         return self.description
+
+
+def confined(folder: str) -> None:
+    """This process writes nothing of the suite's from now on (:mod:`harness.guard.sandbox`): only ``folder``, its
+    temporary one (and the compilers' caches and the devices), before the kernel is imported."""
+    os.environ["TMPDIR"] = folder
+    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(folder, "inductor"))
+    tempfile.tempdir = folder
+    sandbox.restrict([folder, *sandbox.writable()])  # where it cannot, the run's header says so
 
 
 def activated(backend_name: str) -> None:

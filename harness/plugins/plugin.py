@@ -34,7 +34,7 @@ from report.text import printable
 
 from ..device import pinning
 from ..device.backend import CHOICES, Backend, BackendError, resolve_name, runtime
-from ..guard import calls
+from ..guard import calls, sandbox
 from ..internals import payload
 from ..internals.payload import REPLAY
 from ..judging.invariance import Invariance
@@ -129,7 +129,7 @@ def kernel_processes_said(run) -> list[str]:
     context = "" if run.backend.name == "cpu" else f", each with a {run.backend.name} context of its own from its first call"
     return [f"kernel processes: {hosted} kernel(s) named by path, each run in a process of its own started at its "
             f"first call; each process of the run (each xdist worker) keeps at most {run.pool.cap} alive "
-            f"(--kernel-processes){context}"]
+            f"(--kernel-processes){context}; {sandbox.protection()}"]
 
 
 def caps_said(backend: str) -> str:

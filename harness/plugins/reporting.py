@@ -41,7 +41,7 @@ from report.summary import BACKWARD_CANCELS, INTERPRETER_BF16, categorize, has_b
 from report.text import CONTROL, printable
 
 from ..device import memory, pinning
-from ..guard import calls
+from ..guard import calls, sandbox
 from ..internals import payload
 from ..internals.payload import EXPECTS, KERNEL, RECORDS, REPLAY
 from . import failures, seeding, sharding
@@ -233,6 +233,7 @@ class Gatherer:
         self.worker_devices: dict[str, str] = {}  # xdist worker -> its device
         self.worker_pools: dict[str, dict] = {}  # xdist worker -> its kernel processes (POOL)
         self.exitstatus: int = pytest.ExitCode.OK  # the run's, once decided (tests and gate)
+        self.tampered: list[str] = []  # the suite's files that changed during the run (where no Landlock stops it)
         self.memory = memory.Sampler()  # the cards' memory in use while the run goes
         if session_of(config).backend.name == "cuda":
             self.memory.start()
@@ -295,6 +296,9 @@ class Gatherer:
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         config, run, ledger = self.config, session_of(self.config), self.ledger
         self.memory.stop()
+        if run.files is not None:  # kernel processes could write the suite's files here: did any change?
+            now = sandbox.fingerprint(config.rootpath, run.gate.path if run.gate else None)
+            self.tampered = sorted(path for path in set(run.files) | set(now) if run.files.get(path) != now.get(path))
         self.interrupted = exitstatus == pytest.ExitCode.INTERRUPTED
         if self.interrupted:
             self.in_progress = calls.in_progress(run.calls)
@@ -313,6 +317,8 @@ class Gatherer:
         gate_fails = run.gate is not None and not run.gate.update and gate.fails(self.findings, run.gate.require)
         session.exitstatus, self.nothing_tested = exit_status(session.exitstatus, ledger, gate_fails,
                                                               config.getoption("collectonly"), self.named())
+        if self.tampered:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
         self.exitstatus = session.exitstatus
         if run.report is not None:
             gated = None if run.gate is None or run.gate.update else run.gate.path
@@ -382,6 +388,11 @@ class Gatherer:
         if unrun := artifacts.not_run(ledger.outcomes):
             terminalreporter.write_sep("-", f"NOT RUN: {unrun} test(s): the soak round's time box ended before they "
                                        "started", yellow=True)
+        if self.tampered:
+            terminalreporter.write_sep("-", f"NO VERDICT: {len(self.tampered)} of the suite's files changed during the "
+                                       "run, which kernel processes could write here (no Landlock)", red=True)
+            for path in self.tampered[:20]:
+                write(f"changed: {path}")
         if self.interrupted:
             terminalreporter.write_sep("-", "INTERRUPTED: the run did not finish; no verdict", red=True)
             for call in self.in_progress:
@@ -403,6 +414,8 @@ class Gatherer:
         if reporter is not None and run.gate is not None and not run.gate.update:
             said = gate.verdict(self.findings, self.unjudged, self.measured, run.gate.path, self.interrupted)
             line = run_verdict(self.exitstatus, reporter.stats, said)
+            if self.tampered:
+                line = f"verdict: NO VERDICT: the suite's files changed during the run ({self.tampered[0]}...)"
             passed = line.startswith("verdict: PASSED")
             write_line(reporter, line, red=not passed, green=passed)
 

@@ -111,6 +111,9 @@ class Session:
     call_timeout: float | None  # seconds; None: no watchdog
     calls: Path  # where each process leaves the breadcrumb of the kernel call in progress
     pool: object  # harness.guard.host.Pool: the kernel processes this process keeps alive, at most --kernel-processes
+    # Where kernel processes can write the suite's files (no Landlock: harness.guard.sandbox), a digest of each before
+    # any kernel ran, which the end of the run compares; None where they cannot, or no kernel runs in a process.
+    files: dict | None = None
 
 
 GROUP = ("softmax accuracy suite.  Hypothesis profiles (--hypothesis-profile, else $HYPOTHESIS_PROFILE): dev, the "
@@ -296,6 +299,16 @@ def declared_by_the_run(config: pytest.Config) -> dict[str, dict]:
     return crossing.decode(json.loads(given), []) if given else {}
 
 
+def suite_files(config: pytest.Config, gate: Gate | None) -> dict | None:
+    """The run's first process's digest of the suite's files and baseline, taken before any kernel process starts,
+    where a kernel named by path could write them (:mod:`harness.guard.sandbox`: no Landlock here); else None."""
+    from ..guard import sandbox
+
+    if hasattr(config, "workerinput") or sandbox.abi() or not any(":" in name for name in config.getoption("kernel")):
+        return None
+    return sandbox.fingerprint(Path(__file__).resolve().parents[2], gate.path if gate else None)
+
+
 def build(config: pytest.Config) -> Session:
     """The configure step: decide the run's settings (the module docstring) and set this process up for them."""
     from ..guard.calls import CONTEXT, Breadcrumbs, Guard, Outputs, Watchdog, guarded
@@ -315,9 +328,10 @@ def build(config: pytest.Config) -> Session:
     CONTEXT.backend = backend.name
     pool = kernel_pool(config, backend.name)
     declared = declared_by_the_run(config)
+    gate = gate_of(config, backend.name)
+    files = suite_files(config, gate)
     kernels = kernels_under_test(config, backend, lambda selector: hosted(selector, backend, limit, grace, crumbs, pool,
                                                                           declared.get(selector)))
-    gate = gate_of(config, backend.name)
     draws = decide_draws(config, gate)
     hypothesis_internals.use_own_home()
     hypothesis_internals.mine_no_constants()
@@ -327,7 +341,7 @@ def build(config: pytest.Config) -> Session:
         interrupt_on_sigterm()
     # A hosted kernel's calls are guarded in its own process (harness.guard.host).
     kernels = tuple(spec if is_hosted(spec) else guarded(spec, guard) for spec in kernels)
-    return Session(backend, kernels, draws, gate, report, limit, calls, pool)
+    return Session(backend, kernels, draws, gate, report, limit, calls, pool, files)
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from harness.guard import sandbox
 from harness.guard.calls import Breadcrumbs, ContractBroken
 from harness.guard.host import KernelRefused, Pool, hosted, raised, record_of
 from harness.guard.replay_command import PYTHON
@@ -244,3 +245,44 @@ def test_kernels_that_split_over_processes_return_padded_views_or_print_pass_and
     assert result.returncode == pytest.ExitCode.OK and "3 passed" in result.stdout, result.stdout[-3000:]
     assert len(result.stdout) + len(result.stderr) < 1 << 20, len(result.stdout)
     assert f"[{odd}:prints_a_lot printed during {odd}:prints_a_lot softmax on shape=" in result.stdout
+
+
+WRITES = "tests.hostile.writes_the_suite"  # never imported here: its import writes the suite's files
+PLANTED = "planted-by-a-kernel"  # what it names the files it writes (tests/hostile/writes_the_suite.py)
+WRITTEN = (ROOT / "harness" / "judging" / "__pycache__" / f"{PLANTED}.pyc", ROOT / "harness" / "judging" / f"{PLANTED}.py",
+           ROOT / "baselines" / "cpu.json")
+
+
+@pytest.mark.skipif(not sandbox.abi(), reason="no Landlock on this machine: the fingerprint's test below covers it")
+def test_a_kernel_process_cannot_write_the_suites_files_and_its_bug_still_fails(run_pytest, backend):
+    """At its import the kernel writes a .pyc beside the judge, a module into the checkout and the baseline: Landlock
+    forbids each, and its temperature bug fails its test."""
+    before = {path: path.stat().st_mtime_ns for path in WRITTEN if path.exists()}
+    result = run_pytest(*FP32_ACCURACY, "--hypothesis-profile", "ci", "--device", backend.name, "--kernel",
+                        f"{WRITES}:softmax", "-q")
+    try:
+        assert result.returncode == pytest.ExitCode.TESTS_FAILED and "BeyondBound" in result.stdout, \
+            result.stdout[-3000:]
+        assert {path: path.stat().st_mtime_ns for path in WRITTEN if path.exists()} == before
+        assert not any(path.exists() for path in WRITTEN if PLANTED in path.name)
+    finally:
+        for path in WRITTEN:
+            if PLANTED in path.name:
+                path.unlink(missing_ok=True)
+
+
+def test_where_a_kernel_process_can_write_the_suites_files_a_change_gives_no_verdict(tmp_path, backend):
+    """Without Landlock (forced here: SOFTMAX_SUITE_NO_LANDLOCK), the kernel's writes land in a copy of the checkout:
+    the run digests the suite's files and the baseline before any kernel runs and at its end, and gives no verdict."""
+    from tests.conftest import copy_of_checkout
+
+    checkout = tmp_path / "checkout"
+    copy_of_checkout(checkout)
+    result = subruns.run(subruns.python("pytest", *FP32_ACCURACY, "--hypothesis-profile", "ci", "--device",
+                                        backend.name, "--kernel", f"{WRITES}:softmax", "--accuracy-baseline", "auto"),
+                         cwd=checkout, **{sandbox.NO_LANDLOCK: "1"})
+    assert result.returncode == pytest.ExitCode.TESTS_FAILED, result.stdout[-3000:]
+    assert "kernel processes can write the suite's files (no Landlock on this machine)" in result.stdout
+    assert "NO VERDICT: " in result.stdout and "planted-by-a-kernel.py" in result.stdout, result.stdout[-3000:]
+    assert result.stdout.splitlines()[-1].startswith("verdict: NO VERDICT: the suite's files changed"), \
+        result.stdout[-2000:]
