@@ -42,6 +42,18 @@ class Backend:
         return f"{self.name} ({mode}) on {self.device_name} [{self.device}]"
 
 
+def npu_installed() -> bool:
+    """Whether torch_npu is there to import (asking no runtime anything)."""
+    import importlib.util
+
+    if "torch_npu" in sys.modules:
+        return True
+    try:
+        return importlib.util.find_spec("torch_npu") is not None
+    except (ImportError, ValueError):
+        return False
+
+
 def npu_available() -> bool:
     try:
         import torch_npu  # noqa: F401  (registers torch.npu)
@@ -79,6 +91,10 @@ def _device_name(name: str, device: torch.device) -> str:
 
 def activate(requested: str, worker_id: str | None = None) -> Backend:
     """Resolve ``--device`` and prepare this process (an xdist worker: ``worker_id``) to run kernels there."""
+    if requested in ("npu", "auto"):
+        problem = pinning.npu_list_problem(os.environ)
+        if problem and (requested == "npu" or npu_installed()):
+            raise BackendError(f"--device {requested}: {problem}")
     pins = pinning.narrow(worker_id)  # before any device runtime starts
     name = resolve_name(requested)
     interpret_env = os.environ.get("TRITON_INTERPRET", "0").lower() in ("1", "true", "yes", "on")

@@ -51,6 +51,42 @@ def visible_list(backend: str, env: MutableMapping[str, str]) -> list[str] | Non
     return [entry.strip() for entry in value.split(",") if entry.strip()]
 
 
+def torch_npu_reads(value: str) -> list[int]:
+    """The devices torch_npu takes from ``ASCEND_RT_VISIBLE_DEVICES=value`` (``torch_npu/npu/__init__.py``,
+    ``_parse_visible_devices``): the characters up to the first that is neither a digit nor a comma, split at the
+    commas up to the first empty entry."""
+    kept = value
+    for position, character in enumerate(value):
+        if not (character.isdigit() or character == ","):
+            kept = value[:position]
+            break
+    devices = []
+    for entry in kept.split(","):
+        if not entry:
+            break
+        devices.append(int(entry))
+    return devices
+
+
+def npu_list_problem(env: MutableMapping[str, str]) -> str | None:
+    """Why torch_npu would see fewer NPUs than ``ASCEND_RT_VISIBLE_DEVICES`` names, if it would: it reads the list
+    only up to its first character that is neither a digit nor a comma, and sees no NPU at all where the list is not
+    ascending (``_device_count_ascend_hal``: "rts need ascending order")."""
+    value = env.get(VISIBLE_DEVICES["npu"])
+    if value is None or not value.strip():
+        return None
+    named = visible_list("npu", env) or []
+    read = torch_npu_reads(value)
+    if any(later <= earlier for earlier, later in zip(read, read[1:])):
+        return (f"ASCEND_RT_VISIBLE_DEVICES={value!r} is not in ascending order, and torch_npu then sees no NPU at "
+                f"all (its runtime needs the list ascending): write it {','.join(map(str, sorted(set(read))))}")
+    if [str(device) for device in read] != named:
+        return (f"ASCEND_RT_VISIBLE_DEVICES={value!r}: torch_npu reads a list only up to its first character that is "
+                f"neither a digit nor a comma, so it sees {read or 'no NPU'} of the {named} named: write it "
+                f"{','.join(named)}")
+    return None
+
+
 @dataclass(frozen=True)
 class Pin:
     backend: str

@@ -17,6 +17,8 @@ import types
 
 import torch
 
+from harness.device import pinning
+
 VISIBLE = {"npu": "ASCEND_RT_VISIBLE_DEVICES", "cuda": "CUDA_VISIBLE_DEVICES"}
 RUNTIMES: dict[str, "FakeRuntime"] = {}  # the installed fakes, by device type
 NPU_LIBRARIES: list = []  # the fake torch_npu's registrations for ATen's operators
@@ -37,7 +39,12 @@ class FakeRuntime:
             if self.kind == "npu":
                 register_npu_kernels()
             self.started_with = os.environ.get(VISIBLE[self.kind])
-            listed = self.started_with.split(",") if self.started_with else range(self.physical)
+            if self.kind == "npu" and self.started_with is not None:  # as torch_npu reads it
+                listed = pinning.torch_npu_reads(self.started_with)
+                if any(later <= earlier for earlier, later in zip(listed, listed[1:])):
+                    listed = []  # not ascending: no NPU at all
+            else:
+                listed = self.started_with.split(",") if self.started_with else range(self.physical)
             self.visible = [int(entry) for entry in listed]
             if any(not 0 <= d < self.physical for d in self.visible):
                 raise RuntimeError(f"{VISIBLE[self.kind]}={self.started_with} names a device beyond {self.physical}")

@@ -57,8 +57,28 @@ def test_without_torch_npu_the_npu_is_refused_clearly(monkeypatch):
 # ---------------------------------------------------------------------------- pinning, in process
 
 
+@pytest.mark.parametrize("value,read", [("4,6,7", [4, 6, 7]), ("4,6, 7", [4, 6]), ("6,2,5", [6, 2, 5]),
+                                        ("3,,5", [3]), ("2;3", [2]), ("", []), ("0", [0])])
+def test_the_visible_list_is_read_as_torch_npu_reads_it(value, read):
+    """Up to the first character that is neither a digit nor a comma, and the first empty entry
+    (torch_npu/npu/__init__.py, _parse_visible_devices)."""
+    assert pinning.torch_npu_reads(value) == read
+
+
+@pytest.mark.parametrize("value,said", [
+    ("6,2,5", "is not in ascending order, and torch_npu then sees no NPU at all (its runtime needs the list ascending): "
+              "write it 2,5,6"),
+    ("4,6, 7", "torch_npu reads a list only up to its first character that is neither a digit nor a comma, so it sees "
+               "[4, 6] of the ['4', '6', '7'] named: write it 4,6,7"),
+    ("2,5,6", None), ("7", None)])
+def test_a_list_torch_npu_would_read_otherwise_is_named_with_how_to_write_it(value, said):
+    problem = pinning.npu_list_problem({"ASCEND_RT_VISIBLE_DEVICES": value})
+    assert problem == (None if said is None else f"ASCEND_RT_VISIBLE_DEVICES={value!r} {said}"
+                       if said.startswith("is") else f"ASCEND_RT_VISIBLE_DEVICES={value!r}: {said}")
+
+
 def test_a_worker_indexes_into_the_users_list_without_renumbering():
-    env = {"ASCEND_RT_VISIBLE_DEVICES": "4,6, 7", "CUDA_VISIBLE_DEVICES": "3,1"}
+    env = {"ASCEND_RT_VISIBLE_DEVICES": "4,6,7", "CUDA_VISIBLE_DEVICES": "3,1"}
     pins = pinning.narrow("gw4", env)
     assert env == {"ASCEND_RT_VISIBLE_DEVICES": "6", "CUDA_VISIBLE_DEVICES": "3"}  # 4 % 3 = 1, 4 % 2 = 0
     assert pins == [pinning.Pin("cuda", "3", narrowed=True), pinning.Pin("npu", "6", narrowed=True)]
@@ -101,11 +121,21 @@ def run_pinned(run_pytest, tmp_path, workers: str, device: str, *options: str, *
 
 
 def test_npu_workers_index_into_a_narrowed_visible_list(run_pytest, tmp_path):
-    views = run_pinned(run_pytest, tmp_path, "4", "npu", FAKE_NPUS="8", ASCEND_RT_VISIBLE_DEVICES="6,2,5")
-    assert [v["physical"] for v in views] == [6, 2, 5, 6]
+    views = run_pinned(run_pytest, tmp_path, "4", "npu", FAKE_NPUS="8", ASCEND_RT_VISIBLE_DEVICES="2,5,6")
+    assert [v["physical"] for v in views] == [2, 5, 6, 2]
     # Narrowed before the runtime started: each worker's runtime saw only its own device, as npu:0.
-    assert [v["started_with"] for v in views] == ["6", "2", "5", "6"]
+    assert [v["started_with"] for v in views] == ["2", "5", "6", "2"]
     assert {v["device"] for v in views} == {"npu:0"}
+
+
+@pytest.mark.parametrize("device", ["npu", "auto"])
+def test_a_visible_list_torch_npu_would_read_otherwise_is_refused_before_any_test(run_pytest, device):
+    """torch_npu sees no NPU with "6,2,5" (and only 4 and 6 of "4,6, 7"): the controller saw none, and --device auto
+    fell back to the CPU, whose TRITON_INTERPRET the workers inherited and refused."""
+    refused = run_pytest("-n", "2", "-p", "tests.fakes.devices", "--device", device, PINNED, FAKE_NPUS="8",
+                         ASCEND_RT_VISIBLE_DEVICES="6,2,5")
+    assert refused.returncode == pytest.ExitCode.USAGE_ERROR, refused.stdout[-2000:] + refused.stderr[-2000:]
+    assert "is not in ascending order, and torch_npu then sees no NPU at all" in refused.stderr, refused.stderr
 
 
 def test_npu_workers_without_a_list_take_device_worker_mod_count(run_pytest, tmp_path):
