@@ -10,6 +10,7 @@ Under ``pytest -n`` each worker takes one device (:mod:`harness.device.pinning`)
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 import sys
@@ -21,6 +22,33 @@ from ..internals import triton_internals
 from . import pinning, tiling
 
 CHOICES = ("auto", "cpu", "cuda", "npu")
+SATURATING = "INF_NAN_MODE_FORCE_DISABLE"  # set to 1, an Ascend NPU saturates inf and NaN (CANN's INF_NAN mode off)
+# The settings of the device's stack that change what a run computes, recorded with its results.
+SETTINGS = {"npu": (SATURATING, "TRITON_ALL_BLOCKS_PARALLEL", "ASCEND_LAUNCH_BLOCKING", "ACL_PRECISION_MODE"),
+            "cuda": ("CUDA_LAUNCH_BLOCKING", "NVIDIA_TF32_OVERRIDE", "TRITON_DEFAULT_FP_FUSION")}
+
+
+def stack(name: str) -> dict[str, str]:
+    """The versions of the device's stack beside torch and Triton (torch_npu, CANN, triton-ascend on an NPU; the
+    driver-side CUDA on NVIDIA) and the settings of :data:`SETTINGS` set in the environment."""
+    found: dict[str, str] = {}
+    if name == "npu":
+        import importlib.metadata
+
+        try:
+            import torch_npu
+
+            found["torch_npu"] = str(getattr(torch_npu, "__version__", "unknown"))
+            cann = getattr(getattr(getattr(torch_npu, "npu", None), "utils", None), "get_cann_version", None)
+            found["CANN"] = str(cann()) if callable(cann) else "unknown"
+        except Exception:  # noqa: BLE001 (not installed, or no CANN: said as unknown)
+            found.setdefault("torch_npu", "not importable")
+        with contextlib.suppress(importlib.metadata.PackageNotFoundError):
+            found["triton-ascend"] = importlib.metadata.version("triton-ascend")
+    if name == "cuda":
+        found["CUDA"] = str(torch.version.cuda)
+    found.update({variable: os.environ[variable] for variable in SETTINGS.get(name, ()) if variable in os.environ})
+    return found
 
 
 class BackendError(RuntimeError):
@@ -109,6 +137,11 @@ def activate(requested: str, worker_id: str | None = None) -> Backend:
         raise BackendError(f"TRITON_INTERPRET is set, which runs kernels on the CPU; unset it for --device {name}")
     if name == "cuda" and not torch.cuda.is_available():
         raise BackendError("--device cuda: torch sees no CUDA device")
+    if name == "npu" and os.environ.get(SATURATING, "0") not in ("", "0"):
+        raise BackendError(f"--device npu: {SATURATING}={os.environ[SATURATING]} makes the NPU saturate infinities "
+                           "and NaN to the largest finite values, and the suite judges every special value a softmax "
+                           "meets (a row of -inf, a NaN, an overflowing exp): each would fail on the kernel's account; "
+                           f"unset {SATURATING} to judge on this NPU")
     devices = runtime(name)
     pinning.select(name, worker_id, devices.device_count, devices.set_device, pins)
     device = torch.device(name, devices.current_device())

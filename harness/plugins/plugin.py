@@ -33,7 +33,7 @@ import torch
 from report.text import printable
 
 from ..device import pinning
-from ..device.backend import CHOICES, Backend, BackendError, resolve_name, runtime
+from ..device.backend import CHOICES, Backend, BackendError, resolve_name, runtime, stack
 from ..guard import calls, sandbox
 from ..internals import payload
 from ..internals.payload import REPLAY
@@ -116,7 +116,14 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
         f"draws: {run.draws.describe()}; {caps_said(run.backend.name)}; kernel call watchdog: {limit}",
         f"torch {torch.__version__}, triton {triton.__version__}, hypothesis {hypothesis.__version__}, "
         f"mpmath {mpmath.__version__} ({mpmath.libmp.BACKEND} backend), numpy {numpy.__version__}",
+        *([f"{run.backend.name} stack: {stack_said(said)}"] if (said := stack(run.backend.name)) else []),
     ]
+
+
+def stack_said(stack: dict[str, str]) -> str:
+    """"torch_npu 2.7.1, CANN 8.5, INF_NAN_MODE_FORCE_DISABLE=1": versions, then the settings (environment variables)."""
+    return ", ".join(f"{name}={value}" if "_" in name and name.isupper() else f"{name} {value}"
+                     for name, value in stack.items())
 
 
 def kernel_processes_said(run) -> list[str]:

@@ -41,6 +41,7 @@ from report.summary import BACKWARD_CANCELS, INTERPRETER_BF16, categorize, has_b
 from report.text import CONTROL, printable
 
 from ..device import memory, pinning
+from ..device.backend import stack
 from ..guard import calls, sandbox
 from ..internals import payload
 from ..internals.payload import EXPECTS, KERNEL, RECORDS, REPLAY
@@ -172,7 +173,7 @@ def run_metadata(config: pytest.Config) -> dict:
         "started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "versions": {"python": platform.python_version(), "torch": torch.__version__, "triton": triton.__version__,
                      "hypothesis": hypothesis.__version__, "mpmath": mpmath.__version__,
-                     "numpy": numpy.__version__},
+                     "numpy": numpy.__version__, **stack(run.backend.name)},
     }
 
 

@@ -7,6 +7,7 @@ visible-device variable when they start, as CUDA and Ascend's ACL do.
 """
 
 import json
+import re
 import sys
 import types
 from dataclasses import replace
@@ -311,3 +312,19 @@ def test_a_remembered_launch_serves_only_calls_of_its_layout_and_operation(backe
     # pointer apart (no 16-byte alignment), so the aligned call's launcher must not serve it.
     shifted = torch.randn(6 * 40 + 1, generator=torch.Generator().manual_seed(2)).to(backend.device)[1:].view(6, 40)
     assert torch.equal(full_softmax.softmax(shifted), full_softmax.softmax(shifted.clone()))
+
+
+def test_a_run_under_inf_nan_saturation_is_refused_with_the_reason(run_pytest):
+    """INF_NAN_MODE_FORCE_DISABLE=1 saturates infinities and NaN on an Ascend NPU: every special-value verdict would
+    blame the kernel."""
+    refused = run_pytest("-p", "tests.fakes.devices", "--device", "npu", PINNED, FAKE_NPUS="2",
+                         INF_NAN_MODE_FORCE_DISABLE="1")
+    assert refused.returncode == pytest.ExitCode.USAGE_ERROR and "INF_NAN_MODE_FORCE_DISABLE=1 makes the NPU " \
+        "saturate infinities and NaN" in refused.stderr, refused.stderr
+
+
+def test_the_header_names_the_devices_stack_and_its_settings(run_pytest):
+    said = run_pytest("--collect-only", "-p", "tests.fakes.devices", "--device", "npu", PINNED, FAKE_NPUS="2",
+                      TRITON_ALL_BLOCKS_PARALLEL="1")
+    assert said.returncode == 0, said.stdout[-2000:]
+    assert re.search(r"npu stack: torch_npu \S+, CANN \S+.*TRITON_ALL_BLOCKS_PARALLEL=1", said.stdout), said.stdout[:2000]
