@@ -412,6 +412,10 @@ class Gatherer:
         it, says nothing of the gate, and the gate's nothing of the tests that failed)."""
         run = session_of(config)
         reporter = config.pluginmanager.getplugin("terminalreporter")
+        if reporter is not None and run.gate is not None and run.gate.first:
+            line = run_verdict(self.exitstatus, reporter.stats, f"accuracy gate: no baseline for {run.backend.name} yet: "
+                               f"this run recorded {run.gate.path}, judging nothing against it (the next run gates)")
+            write_line(reporter, line, yellow=True)
         if reporter is not None and run.gate is not None and not run.gate.update:
             said = gate.verdict(self.findings, self.unjudged, self.measured, run.gate.path, self.interrupted)
             line = run_verdict(self.exitstatus, reporter.stats, said)
@@ -422,6 +426,9 @@ class Gatherer:
 
     def summarize_gate(self, terminalreporter, gated) -> None:
         write = functools.partial(write_line, terminalreporter)
+        if gated.first:
+            write(f"accuracy gate: {gated.path} did not exist: this first run on the device recorded it from its own "
+                  "measurements and judged nothing; commit it, and the next run gates against it")
         if gated.update:
             for note in self.baseline_notes:
                 write(f"accuracy baseline: {note}")

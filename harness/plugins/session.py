@@ -99,6 +99,9 @@ class Gate:
     update: bool  # write the run's categories into the baseline instead of judging
     require: bool  # a kernel the baseline does not hold fails
     prune: bool  # with update: drop what the run did not measure
+    # `auto` on a device with no committed baseline yet (a first run on an NPU): this run records it, judging nothing,
+    # and says so; the next run gates against it.
+    first: bool = False
 
 
 @dataclass(frozen=True)
@@ -173,7 +176,8 @@ def gate_of(config: pytest.Config, backend: str) -> Gate | None:
         raise pytest.UsageError("--prune-baseline goes with --update-baseline")
     root = Path(__file__).resolve().parents[2]
     path = root / "baselines" / f"{backend}.json" if option == "auto" else Path(option)
-    return Gate(path, update, config.getoption("require_baseline"), prune)
+    first = option == "auto" and not update and not path.exists()
+    return Gate(path, update or first, config.getoption("require_baseline"), prune, first)
 
 
 def decide_draws(config: pytest.Config, gate: Gate | None) -> Draws:

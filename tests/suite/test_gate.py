@@ -168,3 +168,25 @@ def test_a_baseline_that_is_not_utf8_is_a_usage_error(run_pytest, tmp_path):
     path.write_bytes(b'{"schema_version": 2, "backend": "cpu\xff"}')
     refused = run_pytest("tests/suite/test_ulp.py", "--accuracy-baseline", str(path))
     assert refused.returncode == pytest.ExitCode.USAGE_ERROR and "not readable JSON" in refused.stderr
+
+
+def test_a_first_run_on_a_device_without_a_baseline_records_it_says_so_and_the_next_gates(tmp_path):
+    """`--accuracy-baseline auto` where baselines/<device>.json does not exist (an NPU team's first run): the run
+    records it, judging nothing and saying so in its last line; the second run gates against it.  An explicit path
+    that does not exist stays an error (a typo)."""
+    from tests import subruns
+    from tests.conftest import copy_of_checkout
+
+    checkout = tmp_path / "checkout"
+    copy_of_checkout(checkout)
+    (checkout / "baselines" / "cpu.json").unlink()
+    command = subruns.python("pytest", *ACCURACY, "--kernel", GATE_KERNEL, "--accuracy-baseline", "auto")
+    first = subruns.run(command, cwd=checkout)
+    assert first.returncode == 0, first.stdout[-3000:]
+    assert (checkout / "baselines" / "cpu.json").is_file()
+    last = first.stdout.splitlines()[-1]
+    assert last.startswith("verdict: PASSED: ") and "accuracy gate: no baseline for cpu yet: this run recorded" in last
+    assert "judging nothing against it" in last and "no regression" not in first.stdout, first.stdout[-2000:]
+    second = subruns.run(command, cwd=checkout)
+    assert second.returncode == 0 and "accuracy gate: no regression against" in second.stdout.splitlines()[-1], \
+        second.stdout[-2000:]
