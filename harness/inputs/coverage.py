@@ -41,13 +41,22 @@ from specs.registry import Capabilities
 
 from ..internals import payload
 from .seams import PLACEMENTS, Seam, variants
-from .strategies import (ALL_KEPT, ATTENTION_SCALES, BIAS_KINDS, BIAS_SPANS, FINITE, LAYOUT_CLASSES, NO_SPECIALS,
-                         SIZE_CAPS, SPECIAL_CLASSES, VALUE_CLASSES, Bias, Case, Mask, SizeCaps, Specials, Values,
-                         interesting_lengths, layout_of_kind, longest_row, longest_seam_row, seam_rows, usable_dtypes)
+from .strategies import (ALL_KEPT, ATTENTION_SCALES, BIAS_KINDS, BIAS_LAYOUTS, BIAS_SPANS, FINITE, LAYOUT_CLASSES,
+                         NO_SPECIALS, SIZE_CAPS, SPECIAL_CLASSES, VALUE_CLASSES, Bias, Case, Mask, SizeCaps, Specials,
+                         Values, interesting_lengths, layout_of_kind, longest_row, longest_seam_row, realized_layout,
+                         seam_rows, usable_dtypes)
 
 BANDS = ((1, 1), (2, 16), (17, 256), (257, 1024), (1025, 4096), (4097, math.inf))
-# Every kind of bias over each span in turn (kinds and spans differ in count: the pairs cycle through all of both).
-BIAS_CHOICES = tuple(Bias(kind, spans) for kind in BIAS_KINDS for spans in BIAS_SPANS)
+# Every kind of bias in every layout in turn, each layout over the spans it shows on (a bias of one row is dense
+# however it is laid, and a full one cannot be expanded): the layouts cycle fastest, so that every row length draws each.
+LAYOUT_SPANS = {"contiguous": BIAS_SPANS, "padded": ("full",), "transposed": ("full",),
+                "expanded": ("row", "all_but_first")}
+BIAS_CHOICES = tuple(Bias(kind, LAYOUT_SPANS[layout][k % len(LAYOUT_SPANS[layout])], layout)
+                     for k, kind in enumerate(BIAS_KINDS) for layout in BIAS_LAYOUTS)
+BIAS_LAYOUT_AXIS = "bias layouts"  # a biased softmax's axis: its bias's layout class (harness.inputs.strategies)
+# (row-length cell, axis, class) that no input can hold: a bias over rows of one element is dense however its last
+# two dims are swapped, so no transposed one exists there.
+NO_SUCH_CELLS = {("1", BIAS_LAYOUT_AXIS, "transposed")}
 # Each special-value class with the recipe that places it alone.
 SPECIAL_RECIPES = {FINITE: NO_SPECIALS, **{c.name: Specials(**{c.field: c.share}) for c in SPECIAL_CLASSES}}
 COVERAGE = "coverage"  # the payload kind
@@ -93,6 +102,8 @@ def cells_of(case: Case, x: torch.Tensor, boundaries) -> set[tuple[str, str, str
     classes = {("values", case.values.kind), ("layouts", case.layout_kind)}
     if case.grad is not None:
         classes.add((GRADIENT_LAYOUTS, case.grad_layout_kind))
+    if case.bias is not None:
+        classes.add((BIAS_LAYOUT_AXIS, realized_layout(case.bias, case.shape, case.dim)))
     classes |= {("specials", name) for name in special_classes(x, case.dim, case.specials)}
     cells = {(dtype, length, axis, name) for length in length_cells(case.row_length, boundaries)
              for axis, name in classes}
@@ -113,6 +124,7 @@ class Space:
     def cells(self) -> set[tuple[str, str, str, str]]:
         cells = {(dtype, length, axis, name) for dtype, lengths in self.lengths.items() for length in lengths
                  for axis, names in self.classes.items() for name in names}
+        cells = {cell for cell in cells if cell[1:] not in NO_SUCH_CELLS}
         return cells | {(dtype, tile, SEAMS, name) for dtype, pairs in self.seams.items() for tile, name in pairs}
 
 
@@ -145,7 +157,7 @@ def ranks_and_dims(capabilities: Capabilities) -> list[tuple[int, int]]:
 
 
 def space(capabilities: Capabilities, backend: str, dtypes, *, size: SizeCaps | None = None,
-          backward: bool = False) -> Space:
+          backward: bool = False, biased: bool = False) -> Space:
     caps = size or SIZE_CAPS[backend]
     boundaries = capabilities.path_boundaries.get(backend, ())
     lengths = {}
@@ -158,8 +170,11 @@ def space(capabilities: Capabilities, backend: str, dtypes, *, size: SizeCaps | 
     unit = capabilities.unit_row_stride
     layouts = tuple(k for k in LAYOUT_CLASSES if not (k == "expanded" and capabilities.in_place)  # nowhere to write
                     and any(layout_of_kind(k, r, d, unit_row_stride=unit) for r, d in ranks_and_dims(capabilities)))
+    bias_layouts = BIAS_LAYOUTS if any(rank > 1 for rank, _ in ranks_and_dims(capabilities)) else (
+        "contiguous", "transposed")  # a rank-1 bias is one row: dense, or strided in a buffer
     classes = {"values": tuple(VALUE_CLASSES), "layouts": layouts,
-               "specials": tuple(SPECIAL_RECIPES), **({GRADIENT_LAYOUTS: layouts} if backward else {})}
+               "specials": tuple(SPECIAL_RECIPES), **({GRADIENT_LAYOUTS: layouts} if backward else {}),
+               **({BIAS_LAYOUT_AXIS: bias_layouts} if biased else {})}
     seams = {str(format_of(dtype)): [[tile_label(seam.tile), seam.placement] for seam, _, _ in seam_cases]
              for dtype in usable_dtypes(capabilities, dtypes)
              if (seam_cases := seam_shapes(capabilities, backend, dtype, caps))}

@@ -660,21 +660,29 @@ BIAS_KINDS: dict[str, Callable] = {
 # Which dims of x a bias spans (the others broadcast): one row for every row, every row its own, or all but the
 # first (a batch dim broadcast over, as an attention bias over heads and queries is).
 BIAS_SPANS = ("row", "full", "all_but_first")
+# How a bias sits in its storage: dense; its rows in a wider buffer (a slice of a padded mask); its last two dims
+# swapped in storage (a mask built column-major); already expanded to x's shape, stride 0 where it broadcasts (an
+# attention key-padding mask handed over as mask[:, None, None, :].expand(...)).  A kernel that reads a bias as
+# dense passed every test while biases were drawn dense alone.
+BIAS_LAYOUTS = ("contiguous", "padded", "transposed", "expanded")
 
 
 @dataclass(frozen=True)
 class Bias:
     """An additive bias: ``kind`` of values (:data:`BIAS_KINDS`) over the dims ``spans`` names (:data:`BIAS_SPANS`),
-    contiguous, in x's dtype, broadcast to x's shape by the kernel."""
+    laid out as ``layout`` says (:data:`BIAS_LAYOUTS`), in x's dtype, broadcast to x's shape by the kernel."""
 
     kind: str = "normal"
     spans: str = "row"
+    layout: str = "contiguous"
 
     def __post_init__(self) -> None:
         if self.kind not in BIAS_KINDS:
             raise ValueError(f"Bias.kind must be one of {', '.join(BIAS_KINDS)}; got {self.kind!r}")
         if self.spans not in BIAS_SPANS:
             raise ValueError(f"Bias.spans must be one of {', '.join(BIAS_SPANS)}; got {self.spans!r}")
+        if self.layout not in BIAS_LAYOUTS:
+            raise ValueError(f"Bias.layout must be one of {', '.join(BIAS_LAYOUTS)}; got {self.layout!r}")
 
     def shape(self, shape: tuple[int, ...], dim: int) -> tuple[int, ...]:
         if self.spans == "full":
@@ -689,13 +697,47 @@ class Bias:
         moved = (*own[:dim], *own[dim + 1:], own[dim])  # the row along the last axis
         values = BIAS_KINDS[self.kind](moved, own[dim], g)
         values = torch.where(values.isinf(), values, values.clamp(-BIAS_LIMIT, BIAS_LIMIT))  # -inf paddings stay
-        return values.movedim(-1, dim).to(dtype).contiguous()
+        return laid_out(values.movedim(-1, dim).to(dtype).contiguous(), self.layout, shape)
+
+
+def realized_layout(bias: Bias, shape: tuple[int, ...], dim: int) -> str:
+    """The layout class ``bias`` takes for an input of ``shape`` (a bias of one row laid "padded" is dense)."""
+    return bias_layout(laid_out(torch.zeros(bias.shape(shape, dim)), bias.layout, shape))
+
+
+def laid_out(values: torch.Tensor, layout: str, shape: tuple[int, ...]) -> torch.Tensor:
+    """``values`` (dense) as ``layout`` lays them (:data:`BIAS_LAYOUTS`); a layout the shape cannot take (a
+    transposed rank-1 bias takes every other element of a buffer instead) as near as it comes."""
+    if layout == "padded" and values.dim():
+        wide = torch.zeros(*values.shape[:-1], values.shape[-1] + 3, dtype=values.dtype)
+        wide[..., :values.shape[-1]] = values
+        return wide[..., :values.shape[-1]]
+    if layout == "transposed":
+        if values.dim() >= 2:
+            return values.transpose(-1, -2).contiguous().transpose(-1, -2)
+        spread = torch.zeros(2 * values.numel(), dtype=values.dtype)
+        spread[::2] = values
+        return spread[::2]
+    if layout == "expanded":
+        return values.expand(shape)
+    return values
+
+
+def bias_layout(bias: torch.Tensor) -> str:
+    """The layout class a bias tensor has (:data:`BIAS_LAYOUTS`), read from its strides, not its recipe."""
+    if any(stride == 0 and size > 1 for stride, size in zip(bias.stride(), bias.shape)):
+        return "expanded"
+    if bias.is_contiguous():
+        return "contiguous"
+    return "transposed" if bias.dim() and bias.shape[-1] > 1 and bias.stride(-1) != 1 else "padded"
 
 
 @functools.cache  # built once: see _value_classes
 def biases() -> st.SearchStrategy[Bias]:
-    """Biases of every kind over every span; shrinks toward small normal values over one row."""
-    return st.builds(Bias, kind=st.sampled_from(tuple(BIAS_KINDS)), spans=st.sampled_from(BIAS_SPANS))
+    """Biases of every kind over every span, in every layout; shrinks toward small normal values over one row,
+    dense."""
+    return st.builds(Bias, kind=st.sampled_from(tuple(BIAS_KINDS)), spans=st.sampled_from(BIAS_SPANS),
+                     layout=st.sampled_from(BIAS_LAYOUTS))
 
 
 def for_operation(capabilities: Capabilities, op: Operation) -> Capabilities:

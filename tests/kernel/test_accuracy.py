@@ -91,7 +91,7 @@ def run_op(kernel, backend, op: Declared, dtype, note, accuracy_record, request)
     worst = Worst()
     capabilities = for_operation(kernel.capabilities, op)
     drawn = coverage.Drawn(kernel, backend.name, op.name, coverage.space(capabilities, backend.name, (dtype,),
-                                                                         backward=op.backward))
+                                                                         backward=op.backward, biased=op.biased))
     fixed_inputs = examples(kernel, backend, op, dtype)
     fixed = set(fixed_inputs)
 
