@@ -67,12 +67,13 @@ CAUSAL_DIAGONAL_OFF_BY_ONE = tl.constexpr(34)
 BIAS_OF_FIRST_ROW = tl.constexpr(35)
 BIAS_NEG_INF_AS_FINITE = tl.constexpr(36)
 ROWS_PAST_512_FORGOTTEN = tl.constexpr(37)  # a forward bug, numbered after the others
+BIAS_UNIT_COLUMN_STRIDE = tl.constexpr(38)
 BACKWARD_MUTATIONS = frozenset(code.value for code in (
     BACKWARD_BF16_DOT, BACKWARD_SUM_OF_GRAD, BACKWARD_DOT_MISSES_LAST, BACKWARD_DIFFERENCE_IN_INPUT_DTYPE,
     LOG_BACKWARD_SOFTMAX_DOT, LOG_BACKWARD_Y_FOR_EXP, LOG_BACKWARD_EXP_IN_INPUT_DTYPE, BACKWARD_GRAD_WITH_Y_STRIDES))
 SCALED_MUTATIONS = frozenset(code.value for code in (
     SCALE_AFTER_MAX_IN_INPUT_DTYPE, SCALE_IN_INPUT_DTYPE, CAUSAL_DIAGONAL_OFF_BY_ONE, BIAS_OF_FIRST_ROW,
-    BIAS_NEG_INF_AS_FINITE))
+    BIAS_NEG_INF_AS_FINITE, BIAS_UNIT_COLUMN_STRIDE))
 
 WRAP = tl.constexpr(1 << 14)  # offsets wrap here instead of at 2^31, so that CPU-sized inputs show the bug
 ROW_WRAP = tl.constexpr(1 << 8)  # a narrow row index wraps here (standing for 2^16), within CPU-sized inputs
@@ -250,7 +251,10 @@ def rowwise_scaled_softmax_kernel(y_ptr, x_ptr, b_ptr, scale, n_rows, n_cols, x_
             bias_row = row
             if MUTATION == BIAS_OF_FIRST_ROW:  # as if the bias were one row broadcast over all
                 bias_row = row * 0
-            bias = tl.load(b_ptr + bias_row * b_row_stride + wide_cols * b_col_stride, mask=mask, other=0.0)
+            bias_cols = wide_cols * b_col_stride
+            if MUTATION == BIAS_UNIT_COLUMN_STRIDE:  # the bias's columns taken as adjacent, as a dense bias's are
+                bias_cols = wide_cols
+            bias = tl.load(b_ptr + bias_row * b_row_stride + bias_cols, mask=mask, other=0.0)
             bias = bias.to(tl.float32)
             if MUTATION == BIAS_NEG_INF_AS_FINITE:
                 bias = tl.maximum(bias, -1e4)

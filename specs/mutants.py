@@ -59,6 +59,8 @@ BUG_CLASSES = {
     "causal_diagonal_off_by_one": "causal softmax: the mask keeps one entry past the diagonal",
     "bias_of_first_row": "biased softmax: every row takes the first row's bias (a broadcast assumed)",
     "bias_neg_inf_as_finite": "biased softmax: a -inf bias clamped to -10000, so a row padded whole is uniform",
+    "bias_unit_column_stride": "biased softmax: the bias's column stride taken as 1 (a bias laid out column-major "
+                               "read as dense)",
 }
 
 # The test each mutant is caught by first, its kernel left out of its id, as measured on the CPU (2026-12-07):
@@ -84,6 +86,7 @@ CAUGHT_FIRST_BY = {
     "log_backward_y_for_exp": f"{ACCURACY}[log_softmax_backward-float32]",
     "bias_neg_inf_as_finite": f"{ACCURACY}[biased_softmax-float32]",
     "bias_of_first_row": f"{ACCURACY}[biased_softmax-float32]",
+    "bias_unit_column_stride": f"{ACCURACY}[biased_softmax-float32]",
     "causal_diagonal_off_by_one": f"{ACCURACY}[causal_softmax-float32]",
     "scale_after_max_in_input_dtype": f"{ACCURACY}[scaled_softmax-float32]",
     "scale_in_input_dtype": f"{ACCURACY}[scaled_softmax-float16]",
@@ -184,3 +187,4 @@ scale_in_input_dtype = mutant(rowwise.SCALE_IN_INPUT_DTYPE)
 causal_diagonal_off_by_one = mutant(rowwise.CAUSAL_DIAGONAL_OFF_BY_ONE, reaches=CAUSAL)
 bias_of_first_row = mutant(rowwise.BIAS_OF_FIRST_ROW, reaches=BIASED)
 bias_neg_inf_as_finite = mutant(rowwise.BIAS_NEG_INF_AS_FINITE, reaches=BIASED)
+bias_unit_column_stride = mutant(rowwise.BIAS_UNIT_COLUMN_STRIDE, reaches=BIASED)
