@@ -22,14 +22,14 @@ from hypothesis import strategies as st
 
 from harness.inputs.catalog import CATALOG
 from harness.inputs.fixed_inputs import case_inside, in_rank, rows_rank
-from harness.inputs.strategies import SIZE_CAPS, Case, Layout, SizeCaps, Specials, Values, cases
+from harness.inputs.strategies import SIZE_CAPS, Case, Layout, SizeCaps, Specials, Values, cases, for_operation
 from harness.judging.invariance import exact_shift
 from harness.judging.judge import as_rows, describe_input, judge_softmax
 from harness.plugins.timebox import timeboxed
 from oracles import semantics
 from oracles.call import Call
 from oracles.formats import ulp
-from specs.operations import SOFTMAX
+from specs.operations import OPERATIONS, SOFTMAX
 
 BATCH_SIZES = (1, 2, 5, 64)
 # Found by the nightly run on an H100: two logits 2 ulp apart swapped by 1 ulp in full_softmax's fp32 path.
@@ -180,6 +180,26 @@ def test_run_to_run_determinism_is_bitwise(kernel, backend, invariance):
                 return
             x = make(kernel, backend, case)
             determinism.check(kernel.softmax(x, case.dim), kernel.softmax(x, case.dim), f"two runs of {case!r}")
+
+        check()
+
+
+@pytest.mark.parametrize("op", [op for op in OPERATIONS.values() if op is not SOFTMAX], ids=lambda op: op.name)
+def test_run_to_run_determinism_of_every_other_operation_is_bitwise(kernel, backend, op, invariance):
+    """A backward or an attention softmax that splits its reductions across programs (atomics, a split-K sum)
+    differs from run to run where the forward does not: the promise covers every operation the kernel declares."""
+    if not kernel.declares(op):
+        pytest.skip(f"{kernel.name} declares no {op.what}")
+    with invariance("determinism") as determinism:
+        @given(case=cases(for_operation(kernel.capabilities, op), backend.name, masked=op.masked, dtypes=op.dtypes,
+                          backward=op.backward, scaled=op.scaled, biased=op.biased))
+        @timeboxed
+        def check(case):
+            if determinism.settled:
+                return
+            call = case.call(op, backend.name, backend.device)
+            assume(kernel.capabilities.call_refusal(call) is None)
+            determinism.check(kernel.run(call), kernel.run(call), f"two runs of {op.name} on {case!r}")
 
         check()
 

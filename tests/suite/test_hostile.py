@@ -84,8 +84,8 @@ def test_a_kernel_that_writes_its_result_into_its_input_fails_for_it(batch):
 def test_a_kernel_that_zeroes_its_bias_or_its_gradient_fails_for_changing_it_named(batch, hostile, argument):
     """Judged against the input it left, each would be exact: the guard names the argument it changed."""
     failed = failures_of(batch, f"in_place:{hostile}")
-    assert list(failed) == ["test_output_within_derived_bound"], failed
-    assert f"the kernel changed its input {argument} (its storage differs" in failed["test_output_within_derived_bound"]
+    assert "test_output_within_derived_bound" in failed, failed
+    assert all(f"the kernel changed its input {argument} (its storage differs" in said for said in failed.values()), failed
 
 
 def test_a_kernel_that_transposes_its_input_in_place_fails_for_it(batch):
@@ -101,8 +101,10 @@ def test_a_kernel_that_declares_it_works_in_place_is_handed_a_copy_and_passes(ba
 
 
 def test_an_output_buffer_reused_across_calls_fails_and_is_never_baselined_as_deterministic(batch):
-    assert "noisy promises determinism invariance: two runs of" in failures_of(batch, "cached_output:noisy")[
-        "test_run_to_run_determinism_is_bitwise"]
+    noisy = failures_of(batch, "cached_output:noisy")
+    assert "noisy promises determinism invariance: two runs of" in noisy["test_run_to_run_determinism_is_bitwise"]
+    assert "noisy promises determinism invariance: two runs of softmax_backward" in noisy[
+        "test_run_to_run_determinism_of_every_other_operation_is_bitwise"]
     cached = failures_of(batch, "cached_output:noisy_cached")
     assert "returned memory it returned before, still in use" in cached["test_run_to_run_determinism_is_bitwise"]
     assert not re.search(r"^tests\.hostile\.cached_output:noisy_cached +\S* *held", batch["stdout"], re.MULTILINE)
