@@ -58,6 +58,8 @@ class Writer:
             message = str(report.longrepr[2])
         else:
             message = crash.message if crash is not None else report.longreprtext
+            if message.strip() == report.nodeid:  # a failure told on one screen opens with its node id, which some
+                message = report.longreprtext.partition("\n")[2]  # pytest and xdist versions take for its message
         with self.path.open("a") as file:
             file.write(json.dumps({"node": report.nodeid, "when": report.when, "outcome": report.outcome,
                                    "message": "" if report.passed else message,

@@ -219,13 +219,14 @@ class KernelProcess:
         if isinstance(error, (EOFError, OSError)):
             self.process.join(timeout=JOIN_LIMIT)
             status = self.process.exitcode
+            last = self.last_printed()
             self.stop()
             if status is None:  # alive: it sent what the pipe refused (a message past its length) or cut one
                 raise ContractBroken(f"{what}: the kernel's process sent what cannot cross (a message cut short, or "
                                      f"longer than the {crossing.HEADER_BYTES} bytes of a header): killed",
                                      replay) from None
             raise ContractBroken(f"{what}: the kernel's process ended (exit status {status}) before it answered: a "
-                                 "kernel must return or raise, never end its process", replay) from None
+                                 f"kernel must return or raise, never end its process{last}", replay) from None
         if isinstance(error, crossing.CrossingError):
             self.stop()
             raise ContractBroken(f"{what}: the kernel's process sent what cannot cross ({error})", replay) from None
@@ -251,6 +252,17 @@ class KernelProcess:
         if self.conn is not None:
             self.conn.close()
             self.conn = None
+
+    def last_printed(self, characters: int = 2000) -> str:
+        """The end of what the kernel's process printed (a traceback it died on), for the message of its death; "" if
+        nothing."""
+        try:
+            with open(self.output, "rb") as file:
+                file.seek(max(os.path.getsize(self.output) - characters, 0))
+                tail = file.read().decode(errors="replace").strip()
+        except (OSError, TypeError):
+            return ""
+        return f"; the end of what it printed:\n{tail}" if tail else ""
 
     def tell_output(self, call: dict) -> None:
         """What the kernel printed during the call on this process's standard error, where pytest keeps it with the
