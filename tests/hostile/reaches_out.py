@@ -33,6 +33,7 @@ Each takes fp32 only and is judged as a user's kernel of unknown construction, i
 import gc
 import os
 import struct
+import sys
 import threading
 import time
 from dataclasses import replace
@@ -82,6 +83,7 @@ def xfails(x: torch.Tensor, dim: int) -> torch.Tensor:
 
 def exits_zero(x: torch.Tensor, dim: int) -> torch.Tensor:
     CAPABILITIES.check(x, dim)
+    print("exits_zero: leaving with status 0", file=sys.stderr, flush=True)
     os._exit(0)
 
 

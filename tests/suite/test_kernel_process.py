@@ -33,7 +33,8 @@ EXPECTED = {
     "subclass_output": "a tensor subclass (Marked) cannot cross",
     "skips": "the kernel raised Skipped",
     "xfails": "the kernel raised XFailed",
-    "exits_zero": "the kernel's process ended (exit status 0) before it answered",
+    "exits_zero": "the kernel's process ended (exit status 0) before it answered: a kernel must return or raise, never "
+                  "end its process; the end of what it printed:\nexits_zero: leaving with status 0",
     "holds_the_gil": f"the call did not return within {LIMIT} s (the watchdog's limit, --call-timeout) nor stop at the "
                      f"alarm within {LIMIT} s more: its process was killed",
     "sleeps_in_precision": f"sleeps_in_precision precision on shape=(",
