@@ -397,11 +397,17 @@ def log_softmax_bound(x: np.ndarray, exact: np.ndarray, out: Format, profile: Pr
             log_error = log_error + 0.5 * ulp(np.abs(np.where(t.regular, peak, 0.0) + log_total) * (1 + 2.0**-10), c)
         error = t.gap_error + shift + log_error + ar.log_result_ulps * ulp(np.abs(f) + shift + log_error, c)
         error = error + conversion_error(np.abs(f) + error, np.abs(f) - error, out, ar)
-        # A finite absolute error in ulps of a result near 0 can pass float64's range (1e-16 against the 5e-324 of a
-        # float64 subnormal): the largest float stands for it, since an infinite bound fails every inexact result.
-        # An infinite error (a result past the output format's range) keeps its infinite bound.
-        bound = np.where(np.isfinite(error), np.minimum(error / ulp(f, out), np.finfo(np.float64).max), np.inf)
+        bound = in_ulps(error, f, out)
     return np.where(t.regular & (t.w < 1) & (t.gamma < 1), bound, np.where(t.regular, np.inf, np.nan))
+
+
+def in_ulps(error: np.ndarray, exact: np.ndarray, out: Format) -> np.ndarray:
+    """An absolute ``error`` bound in ulps of ``exact`` in ``out``.  A finite error in ulps of a result near 0 can
+    pass float64's range (1e-16 against the 5e-324 of a float64 subnormal, a float64 backward's exact zero): the
+    largest float stands for it, since an infinite bound fails every inexact result.  An infinite error (a result
+    past the output format's range) keeps its infinite bound."""
+    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+        return np.where(np.isfinite(error), np.minimum(error / ulp(exact, out), np.finfo(np.float64).max), np.inf)
 
 
 @numpy_defaults
@@ -478,7 +484,7 @@ def softmax_backward_bound(y: np.ndarray, g: np.ndarray, exact: np.ndarray, out:
             error = error + (np.where(np.abs(y) < tiny, tiny * difference, 0.0) + np.abs(y) * (
                 moved_sum + np.where(np.abs(g) < tiny, tiny, 0.0))) * (1 + u) ** 2
         error = error + conversion_error(np.abs(z) + error, np.abs(z) - error, out, ar)
-        return np.where(np.isfinite(error), error / ulp(z, out), np.inf)
+        return in_ulps(error, z, out)
 
 
 @numpy_defaults
@@ -524,4 +530,4 @@ def log_softmax_backward_bound(y: np.ndarray, g: np.ndarray, exact: np.ndarray, 
                       + np.where(np.abs(y) < tiny, 2 * e * tiny, 0.0) * (total + d_total + moved))  # exp(y +- m)
             error = error + loaded * (1 + u) ** 2
         error = error + conversion_error(np.abs(z) + error, np.abs(z) - error, out, ar)
-        return np.where(np.isfinite(error), error / ulp(z, out), np.inf)
+        return in_ulps(error, z, out)

@@ -108,6 +108,22 @@ def test_an_exact_zero_is_plus_zero():
     assert result.rounded.tolist() == [[0.0, 0.0, 0.0]] and not np.signbit(result.rounded).any()
 
 
+def test_a_float64_exact_zero_bounds_an_error_its_ulps_cannot_count():
+    """y summing to 1 exactly and a constant g: the exact result is 0, whose float64 ulp is 5e-324.  torch on an H100
+    returned -4.9e-19 there (its sum rounded otherwise than the CPU's), within the sum's absolute error of about
+    1e-17 but some 1e305 ulps from 0: a bound in ulps that overflowed to infinity failed it.  The largest float
+    stands for it; a result of 1e-3 there (its ulps infinite) still fails."""
+    y = np.array([[0.5009653303691279, 0.49903466963087206]])
+    g = np.full((1, 2), -0.11683683728322698)
+    oracle = backward_rows(y, g, FP64)
+    assert oracle.rounded.tolist() == [[0.0, 0.0]]
+    bound = softmax_backward_bound(y, g, oracle.exact, FP64, PrecisionProfile(TORCH_CUDA, ORDER_FREE))
+    for result, within in (([-4.897601024557596e-19, 4.897601024557596e-19], True), ([1e-3, 0.0], False)):
+        with np.errstate(over="ignore"):  # 1e-3 in ulps of 0
+            error = fractional_ulp_error(np.array([result]), oracle.exact, FP64)
+        assert bool((error <= bound).all()) == within, (result, error, bound)
+
+
 def test_float64_inputs_whose_products_float64_does_not_hold_are_decided_with_integers():
     """fp64 backwards were never judged: the products of fp64 values are not exact in float64.  Every element is
     decided with integers (its products summed exactly) and agrees with mpmath at 4000 bits."""
