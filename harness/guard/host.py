@@ -454,7 +454,7 @@ def serve(conn: Connection, selector: str, backend_name: str, device: str, threa
         for stream in (1, 2):
             os.dup2(appended, stream)
         os.close(appended)
-        confined(os.path.dirname(output))
+        confined(os.path.dirname(output), backend_name)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     die_with_parent()
     torch.set_num_threads(threads)
@@ -581,13 +581,15 @@ class HostedGuard(Guard):
         return self.description
 
 
-def confined(folder: str) -> None:
+def confined(folder: str, backend_name: str) -> None:
     """This process writes nothing of the suite's from now on (:mod:`harness.guard.sandbox`): only ``folder``, its
-    temporary one (and the compilers' caches and the devices), before the kernel is imported."""
+    temporary one (and the compilers' caches and the devices; on a device, procfs's files), before the kernel is
+    imported."""
     os.environ["TMPDIR"] = folder
     os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(folder, "inductor"))
     tempfile.tempdir = folder
-    sandbox.restrict([folder, *sandbox.writable()])  # where it cannot, the run's header says so
+    # Where it cannot, the run's header says so.
+    sandbox.restrict([folder, *sandbox.writable()], files_only=("/proc",) if backend_name != "cpu" else ())
 
 
 def activated(backend_name: str) -> None:

@@ -6,7 +6,11 @@ that finds no violation (loaded by every later process of the run, and of the ru
 status``), the baseline the gate reads, the reports, the example database.  Before it imports the kernel, a kernel
 process forbids itself every write (creating, writing, truncating, removing, renaming, linking files and folders)
 but under the folders it needs: its own temporary folder (``TMPDIR``, where what it prints goes too), Triton's and
-Inductor's caches, and the devices (``/dev``: a GPU's, ``/dev/shm``).  Reading stays free.
+Inductor's caches, and the devices (``/dev``: a GPU's, ``/dev/shm``).  On a device, writing procfs's existing files
+too (nothing can be made there): the CUDA driver names the threads it starts in ``/proc/<pid>/task/<tid>/comm``,
+and its ``cuInit`` fails where it cannot (error 304, NVIDIA/OpenShell#710: every kernel process on an H100 died at
+its first call); a rule for the process's own ``/proc/self/task`` would bind to inodes procfs makes anew.
+Reading stays free.
 
 Landlock needs Linux 5.13 or later with the Landlock LSM enabled (ABI 1; 5.19 adds renames across folders, 6.2
 truncation); :func:`restrict` says what it could not do, and the run's header says so: where a kernel process can
@@ -14,7 +18,8 @@ write the suite's files (an older kernel, gVisor, macOS), the suite's own files 
 again at the end, and a run whose files changed gives no verdict (``harness.plugins.reporting``); a planted
 ``.pyc`` is not seen so.  What Landlock does
 not close: a kernel process can still signal the suite's processes and read their memory where ptrace allows it
-(the same user), and write to the terminal it inherited; ARCHITECTURE.md, "The process boundary".
+(the same user; on a device write it too, through procfs), and write to the terminal it inherited; ARCHITECTURE.md,
+"The process boundary".
 """
 
 from __future__ import annotations
@@ -63,9 +68,9 @@ def writable(home: str | None = None) -> list[str]:
     return [folder for folder in folders if os.path.isdir(folder)]
 
 
-def restrict(allowed: list[str]) -> str | None:
-    """Forbid this process, and what it starts, every write but under ``allowed``; None where it is done, else why
-    it could not be."""
+def restrict(allowed: list[str], files_only: tuple[str, ...] = ()) -> str | None:
+    """Forbid this process, and what it starts, every write but under ``allowed``, and under ``files_only`` the
+    writing of files that exist; None where it is done, else why it could not be."""
     version = abi()
     if not version:
         return "no Landlock here (Linux 5.13 or later, with its LSM on, has it)"
@@ -76,10 +81,11 @@ def restrict(allowed: list[str]) -> str | None:
     if ruleset < 0:
         return f"landlock_create_ruleset failed: {os.strerror(ctypes.get_errno())}"
     try:
-        for folder in allowed:
+        files = WRITE_FILE | (TRUNCATE if version >= 3 else 0)  # opened for writing, with O_TRUNC or not
+        for folder, rights in [(folder, handled) for folder in allowed] + [(folder, files) for folder in files_only]:
             descriptor = os.open(folder, os.O_PATH | os.O_CLOEXEC)
             try:
-                beneath = struct.pack("=Qi", handled, descriptor)  # struct landlock_path_beneath_attr (packed)
+                beneath = struct.pack("=Qi", rights, descriptor)  # struct landlock_path_beneath_attr (packed)
                 if libc.syscall(ADD_RULE, ruleset, ctypes.c_uint32(RULE_PATH_BENEATH), beneath, ctypes.c_uint32(0)):
                     return f"landlock_add_rule({folder}) failed: {os.strerror(ctypes.get_errno())}"
             finally:
@@ -97,8 +103,8 @@ def protection() -> str:
     """What the run's header says of a kernel process's writes."""
     version = abi()
     if version:
-        return (f"kernel processes write only under their own temporary folder, the compilers' caches and /dev "
-                f"(Landlock ABI {version})")
+        return (f"kernel processes write only under their own temporary folder, the compilers' caches and /dev, and "
+                f"on a device procfs's files (Landlock ABI {version})")
     return ("kernel processes can write the suite's files (no Landlock on this machine): the suite's files are hashed "
             "before any kernel runs and at the end, and a change refuses the verdict")
 
