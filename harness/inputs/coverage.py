@@ -48,7 +48,8 @@ from .strategies import (ALL_KEPT, ATTENTION_SCALES, BIAS_KINDS, BIAS_LAYOUTS, B
 
 BANDS = ((1, 1), (2, 16), (17, 256), (257, 1024), (1025, 4096), (4097, math.inf))
 # Every kind of bias in every layout in turn, each layout over the spans it shows on (a bias of one row is dense
-# however it is laid, and a full one cannot be expanded): the layouts cycle fastest, so that every row length draws each.
+# however it is laid, and a full one cannot be expanded): the layouts cycle fastest, so that every row length draws
+# each.
 LAYOUT_SPANS = {"contiguous": BIAS_SPANS, "padded": ("full",), "transposed": ("full",),
                 "expanded": ("row", "all_but_first")}
 BIAS_CHOICES = tuple(Bias(kind, LAYOUT_SPANS[layout][k % len(LAYOUT_SPANS[layout])], layout)

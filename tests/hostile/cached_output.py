@@ -1,9 +1,10 @@
 """Hostile kernels around output buffers.
 
 ``noisy`` adds random one-ulp noise to torch's fp32 softmax and to its backward, and promises determinism: two
-runs differ, so the promise is broken, in the forward and in the backward alike.  ``noisy_cached`` does the same into one output buffer per shape, reused on every
-call: the caller's first result is overwritten by the second, and comparing them compares a tensor with
-itself.  The suite must fail it for reusing its output, whatever else it measures.
+runs differ, so the promise is broken, in the forward and in the backward alike.  ``noisy_cached`` does the same
+into one output buffer per shape, reused on every call: the caller's first result is overwritten by the second,
+and comparing them compares a tensor with itself.  The suite must fail it for reusing its output, whatever else it
+measures.
 """
 
 import torch

@@ -104,7 +104,8 @@ def bias_cases(draw, capabilities, backend: str, choices: tuple[Values, ...], op
     n = draw(st.sampled_from(bias_lengths(capabilities, backend, dtype, values, op)))
     shape = ((1,) * (rank - 2) + (bias_rows(dtype, n, values, op),) if rank > 1 else ()) + (n,)
     scale = draw(st.sampled_from(EXACT_SCALES)) if op.scaled else None
-    bias = Bias(EXACT_BIAS, draw(st.sampled_from(BIAS_SPANS)), draw(st.sampled_from(BIAS_LAYOUTS))) if op.biased else None
+    bias = (Bias(EXACT_BIAS, draw(st.sampled_from(BIAS_SPANS)), draw(st.sampled_from(BIAS_LAYOUTS))) if op.biased
+            else None)
     return Case(shape, rank - 1, dtype, values, seed=draw(st.integers(0, 2**32 - 1)), scale=scale, bias=bias)
 
 

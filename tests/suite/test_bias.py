@@ -20,16 +20,17 @@ DIRECTED_ROUNDING = "tests.hostile.directed_rounding"
 
 def test_outputs_rounded_upward_fail_as_biased_high_and_outputs_rounded_to_nearest_pass(run_pytest, tmp_path):
     """fp32 softmax computed in float64 and rounded toward +inf, each output within one ulp: caught as a kernel
-    of unknown construction on ordinary rows and on tied rows (on CUDA only these: tests/kernel/test_statistical_bias.py),
-    and in each of its attention softmaxes (scaled, biased, causal); the same rounded to nearest passes all five."""
+    of unknown construction on ordinary rows and on tied rows (on CUDA only these:
+    tests/kernel/test_statistical_bias.py), and in each of its attention softmaxes (scaled, biased, causal); the same
+    rounded to nearest passes all five."""
     result = run_pytest("tests/kernel/test_statistical_bias.py", "--kernel", f"{DIRECTED_ROUNDING}:softmax",
                         "--kernel", f"{DIRECTED_ROUNDING}:softmax_to_nearest", "--hypothesis-profile", "ci",
                         "--device", "cpu", "-q", "--outcomes", str(tmp_path / "outcomes.jsonl"))
     ran = outcomes.read(tmp_path / "outcomes.jsonl")
     failed = sorted(case.name.split("[", 1)[1] for case in ran if case.kind == "failure")
-    assert failed == sorted([f"{DIRECTED_ROUNDING}:softmax]", f"{DIRECTED_ROUNDING}:softmax]",
-                             *(f"{DIRECTED_ROUNDING}:softmax-{op}]"
-                               for op in ("scaled_softmax", "biased_softmax", "causal_softmax"))]), result.stdout[-3000:]
+    attention = [f"{DIRECTED_ROUNDING}:softmax-{op}]" for op in ("scaled_softmax", "biased_softmax", "causal_softmax")]
+    assert failed == sorted([f"{DIRECTED_ROUNDING}:softmax]", f"{DIRECTED_ROUNDING}:softmax]", *attention]), \
+        result.stdout[-3000:]
     assert all("its outputs are biased high" in case.message for case in ran if case.kind == "failure"), \
         result.stdout[-3000:]
     assert sum(case.kind == "passed" and "softmax_to_nearest" in case.name for case in ran) == 5, result.stdout[-3000:]

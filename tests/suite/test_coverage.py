@@ -41,4 +41,4 @@ def test_a_bias_drawn_in_each_layout_has_that_layout_by_its_strides_wherever_its
             tensor = bias.sample(shape, -1, torch.float32, torch.Generator().manual_seed(0))
             assert bias_layout(tensor) == realized_layout(bias, shape, -1) == layout, (spans, shape, tensor.stride())
             dense = Bias("normal", spans).sample(shape, -1, torch.float32, torch.Generator().manual_seed(0))
-            assert torch.equal(tensor, dense.expand(tensor.shape)), (spans, shape)  # the same values, laid out otherwise
+            assert torch.equal(tensor, dense.expand(tensor.shape)), (spans, shape)  # the same values, laid otherwise

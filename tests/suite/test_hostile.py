@@ -85,7 +85,8 @@ def test_a_kernel_that_zeroes_its_bias_or_its_gradient_fails_for_changing_it_nam
     """Judged against the input it left, each would be exact: the guard names the argument it changed."""
     failed = failures_of(batch, f"in_place:{hostile}")
     assert "test_output_within_derived_bound" in failed, failed
-    assert all(f"the kernel changed its input {argument} (its storage differs" in said for said in failed.values()), failed
+    changed = f"the kernel changed its input {argument} (its storage differs"
+    assert all(changed in said for said in failed.values()), failed
 
 
 def test_a_kernel_that_transposes_its_input_in_place_fails_for_it(batch):
