@@ -13,6 +13,7 @@ which held, so a kernel that loses one fails the gate.
 """
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -96,6 +97,29 @@ def test_shift_invariance_is_bitwise(kernel, backend, invariance):
             shifted = case.place((x.cpu().double() + c).to(x.dtype), backend.device)
             shift.check(kernel.softmax(shifted, case.dim), kernel.softmax(x, case.dim),
                         f"softmax(x + {c!r}) vs softmax(x) for {case!r}")
+
+        check()
+
+
+@pytest.mark.parametrize("op", [op for op in OPERATIONS.values() if op is not SOFTMAX and not (op.backward or op.scaled)],
+                         ids=lambda op: op.name)
+def test_shift_invariance_of_every_other_unscaled_forward_is_bitwise(kernel, backend, op, invariance):
+    """log_softmax, the masked softmax and the fp32-out one subtract the row's max as the softmax does: a kernel's
+    promise of shift invariance covers them (a log_softmax that forms max + log(sum) in one rounding breaks it)."""
+    if not kernel.declares(op):
+        pytest.skip(f"{kernel.name} declares no {op.what}")
+    with invariance("shift") as shift:
+        @given(case=cases(kernel.capabilities, backend.name, masked=op.masked, dtypes=op.dtypes))
+        @timeboxed
+        def check(case):
+            if shift.settled:
+                return
+            call = case.call(op, backend.name, backend.device)
+            assume(kernel.capabilities.call_refusal(call) is None)
+            c = exact_shift(call.x)
+            assume(c is not None)
+            shifted = replace(call, x=case.place((call.x.cpu().double() + c).to(call.x.dtype), backend.device))
+            shift.check(kernel.run(shifted), kernel.run(call), f"{op.name}(x + {c!r}) vs {op.name}(x) for {case!r}")
 
         check()
 

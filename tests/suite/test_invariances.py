@@ -12,6 +12,7 @@ from harness.judging.invariance import INVARIANCE, Invariance, exact_shift
 from report import baseline, invariances
 from specs.registry import Capabilities, resolve
 from specs.torch_softmax import TORCH_CONTRACT
+from tests import outcomes
 
 BATCH_DEPENDENT = "tests.scenarios.batch_dependent:softmax"
 BATCH_GATE = ("tests/kernel/test_metamorphic.py", "-k", "batch_invariance and not 64", "--device", "cpu")  # profile ci
@@ -120,6 +121,18 @@ def test_a_correct_kernel_breaking_an_invariance_it_does_not_promise_passes(run_
     assert "passed" in result.stdout and "[tests.scenarios.batch_dependent:softmax-" not in \
         "\n".join(line for line in lines if line.startswith("FAILED")), result.stdout[-3000:]
     assert result.returncode == pytest.ExitCode.TESTS_FAILED  # the promising kernel fails
+
+
+def test_a_promise_of_shift_invariance_covers_the_kernels_log_softmax(run_pytest, tmp_path):
+    """Its softmax keeps the promise and passes; its log_softmax, rounding max + log(sum) before subtracting it,
+    breaks it and fails."""
+    kernel = "tests.scenarios.shift_dependent_log:softmax"
+    run_pytest("tests/kernel/test_metamorphic.py", "-k", "shift_invariance", "--device", "cpu", "--kernel", kernel,
+               "--hypothesis-profile", "ci", "--outcomes", str(tmp_path / "outcomes.jsonl"))
+    said = {case.name: case for case in outcomes.read(tmp_path / "outcomes.jsonl")}
+    assert said[f"test_shift_invariance_is_bitwise[{kernel}]"].kind == "passed", said
+    broken = said[f"test_shift_invariance_of_every_other_unscaled_forward_is_bitwise[{kernel}-log_softmax]"]
+    assert broken.kind == "failure" and f"{kernel} promises shift invariance: log_softmax(x + " in broken.message, said
 
 
 def test_the_gate_fails_a_kernel_that_loses_an_invariance_it_had(run_pytest, tmp_path):
