@@ -194,6 +194,75 @@ def test_batch_invariance_is_bitwise(kernel, backend, batch, invariance):
         check()
 
 
+@pytest.mark.parametrize("op", [op for op in OPERATIONS.values() if op is not SOFTMAX and not op.causal],
+                         ids=lambda op: op.name)
+def test_batch_invariance_of_every_other_operation_is_bitwise(kernel, backend, op, invariance):
+    """A row of a backward, a log_softmax, a masked, scaled or biased softmax alone and among 5 others (of its kind:
+    softmax outputs for a backward's y, all kept for a mask): a kernel's promise of batch invariance covers every
+    operation it declares but the causal one (whose rows are positions of the mask).  A bias or a gradient goes as
+    x's rows go."""
+    if not kernel.declares(op):
+        pytest.skip(f"{kernel.name} declares no {op.what}")
+    rank = rows_rank(kernel.capabilities, 7)
+    if rank is None:
+        pytest.skip(f"{kernel.name} declares no rank that holds several rows: {sorted(kernel.capabilities.ranks)}")
+    batch = 5
+
+    with invariance("batch") as invariant:
+        @given(case=cases(kernel.capabilities, backend.name, size=SizeCaps(SIZE_CAPS[backend.name].max_elements // 6,
+                                                                            SIZE_CAPS[backend.name].max_row),
+                          masked=op.masked, dtypes=op.dtypes, backward=op.backward, scaled=op.scaled,
+                          biased=op.biased),
+               where=st.sampled_from(["first", "middle", "last"]), seed=st.integers(0, 2**16))
+        @timeboxed
+        def check(case, where, seed):
+            if invariant.settled:
+                return
+            call = case.call(op, backend.name, backend.device)
+            assume(kernel.capabilities.call_refusal(call) is None)
+            rows = companion_rows(call)
+            n = rows["x"].shape[1]
+            assume(rows["x"].shape[0] > 0 and n > 0)
+            others = other_rows(op, call, batch, n, torch.Generator().manual_seed(seed))
+            at = {"first": 0, "middle": batch // 2, "last": batch}[where]
+            ends = sorted({0, rows["x"].shape[0] - 1})
+
+            def laid(fields: dict) -> Call:
+                return replace(call, dim=-1, **{name: in_rank(t, rank).to(backend.device) for name, t in fields.items()})
+
+            batched = laid({name: torch.cat([others[name][:at], rows[name][ends], others[name][at:]])
+                            for name in rows})
+            assume(kernel.capabilities.call_refusal(batched) is None)
+            inside = kernel.run(batched).reshape(-1, n)
+            for position, r in enumerate(ends, start=at):
+                alone = kernel.run(laid({name: t[r:r + 1] for name, t in rows.items()})).reshape(-1)
+                invariant.check(inside[position], alone, f"{op.name}: row {r} of {case!r} alone vs at position "
+                                                         f"{position} of {batch + len(ends)} rows")
+
+        check()
+
+
+def companion_rows(call: Call) -> dict[str, torch.Tensor]:
+    """x and the tensors that go with its rows (mask, gradient, bias broadcast to x's shape) as rows along the
+    call's dim, on the CPU."""
+    fields = {"x": call.x, "mask": call.mask, "grad": call.grad,
+              "bias": None if call.bias is None else call.bias.expand(call.x.shape)}
+    return {name: as_rows(t, call.dim) for name, t in fields.items() if t is not None}
+
+
+def other_rows(op, call: Call, batch: int, n: int, g: torch.Generator) -> dict[str, torch.Tensor]:
+    """``batch`` rows of length n beside a call's: ordinary logits (a backward's y: their softmax or log_softmax),
+    all kept, gradients and biases of ordinary values."""
+    dtype = call.x.dtype
+    logits = torch.randn(batch, n, generator=g, dtype=torch.float64) * 4
+    if op.backward:
+        logits = torch.log_softmax(logits, -1) if op.log else torch.softmax(logits, -1)
+    rows = {"x": logits.to(dtype), "mask": torch.ones(batch, n, dtype=torch.bool),
+            "grad": torch.randn(batch, n, generator=g, dtype=torch.float64).to(dtype),
+            "bias": torch.randn(batch, n, generator=g, dtype=torch.float64).to(dtype)}
+    return {name: rows[name] for name in companion_rows(call)}
+
+
 def test_run_to_run_determinism_is_bitwise(kernel, backend, invariance):
     with invariance("determinism") as determinism:
         @given(case=input_space(kernel, backend))

@@ -120,7 +120,9 @@ def test_a_correct_kernel_breaking_an_invariance_it_does_not_promise_passes(run_
     assert "broken, not promised" in row and "BROKEN (promised)" in promising, result.stdout[-3000:]
     assert "passed" in result.stdout and "[tests.scenarios.batch_dependent:softmax-" not in \
         "\n".join(line for line in lines if line.startswith("FAILED")), result.stdout[-3000:]
-    assert result.returncode == pytest.ExitCode.TESTS_FAILED  # the promising kernel fails
+    assert result.returncode == pytest.ExitCode.TESTS_FAILED  # the promising kernel fails, in its backward too
+    assert ("FAILED tests/kernel/test_metamorphic.py::test_batch_invariance_of_every_other_operation_is_bitwise["
+            "tests.scenarios.batch_dependent:promising_softmax-softmax_backward]") in result.stdout, result.stdout[-3000:]
 
 
 def test_a_promise_of_shift_invariance_covers_the_kernels_log_softmax(run_pytest, tmp_path):
