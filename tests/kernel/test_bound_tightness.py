@@ -11,6 +11,7 @@ from harness.judging.judge import describe_input, judge_softmax
 from oracles.call import Call
 from specs.operations import SOFTMAX, TESTED_DTYPES
 from specs.registry import unknown_profile
+from specs.torch_softmax import ARITHMETIC as TORCH_MEASURED
 
 TIGHTNESS = 4  # the bound may exceed the largest observed error by at most this factor
 
@@ -30,7 +31,8 @@ def fixed_rows(dtype: torch.dtype) -> torch.Tensor:
 @pytest.mark.first
 @pytest.mark.parametrize("dtype", TESTED_DTYPES, ids=str)
 def test_bound_is_tight_on_a_fixed_input_set(kernel, backend, dtype, note):
-    """Tight for torch.softmax (the bound's model of a plain fp32 softmax); a figure for other kernels.
+    """Tight for torch.softmax where its arithmetic is measured (the bound's model of a plain fp32 softmax); a figure
+    for other kernels.
 
     A kernel that removes the dominant error terms (full_softmax recovers the gap's
     rounding) sits further below worst-case sum bounds; its ratio is reported.
@@ -51,5 +53,7 @@ def test_bound_is_tight_on_a_fixed_input_set(kernel, backend, dtype, note):
     note(f"{dtype}: largest error-to-bound ratio {ratio:.3f} ({verdicts[0].kernel.profile.name})")
     for verdict in verdicts:
         verdict.check()
-    if kernel.name == "torch":
+    # Asked only where torch's arithmetic is measured: elsewhere (an NPU) it is judged by the loosest known arithmetic,
+    # which is not a model of it (a simulated NPU run gave 0.23).
+    if kernel.name == "torch" and backend.name in TORCH_MEASURED:
         assert ratio * TIGHTNESS >= 1, f"bound looser than {TIGHTNESS}x the largest error: ratio {ratio:.3f}"
