@@ -221,7 +221,7 @@ def merged_run(reports: list[ShardReport]) -> dict:
         started=min(str(r.get("started")) for r in runs), device="; ".join(devices),
         # A mixed fleet's torch numbers come from several instruction sets: the gate leaves torch unjudged.
         cpu_capability=runs[0].get("cpu_capability") if len(capabilities) == 1 else "mixed: " + ", ".join(capabilities),
-        interrupted=False,
+        interrupted=False, named_kernels=named_kernels(reports),
         # Each host numbers its own devices: a shard's device is not another's.
         workers={f"shard {r.shard.label}: {device}": count for r in reports
                  for device, count in (r.run.get("workers") or {}).items()},
@@ -309,6 +309,28 @@ def main(out: Path, folders: list[Path], baseline_option: str | None = None, req
         invariances=merged.invariances, outcomes=merged.tests, known=merged.known, fixed=merged.fixed))
     for file in written:
         print(f"accuracy report: wrote {file}")
+    unjudged_kernels = named_but_unjudged(reports)
+    for kernel, count in unjudged_kernels.items():
+        print(printable(f"NOTHING TESTED of {kernel}: all {count} of its tests in the shards were skipped; the run is "
+                        "no pass for it: exit status 5"))
     print(f"merged {len(reports)} shard(s) of {reports[0].shard.count}: {verdict}")
     failing = merged.failures or gate.fails(findings, require)
-    return 1 if failing else 0 if merged.passed or merged.known else NOTHING_TESTED
+    return 1 if failing else 0 if (merged.passed or merged.known) and not unjudged_kernels else NOTHING_TESTED
+
+
+def named_kernels(reports: list[ShardReport]) -> dict[str, dict]:
+    """Per kernel ``--kernel`` named that ran tests in some shard: how many over the shards, and whether one judged
+    it."""
+    named: dict[str, dict] = {}
+    for report in reports:
+        for kernel, said in (report.run.get("named_kernels") or {}).items():
+            total = named.setdefault(kernel, {"tests": 0, "judged": False})
+            total["tests"] += said["tests"]
+            total["judged"] = total["judged"] or said["judged"]
+    return dict(sorted(named.items()))
+
+
+def named_but_unjudged(reports: list[ShardReport]) -> dict[str, int]:
+    """The kernels ``--kernel`` named that ran tests in some shard and were judged in none, with how many ran: each
+    shard leaves that rule to the merge (:func:`harness.plugins.ledger.exit_status`)."""
+    return {kernel: said["tests"] for kernel, said in named_kernels(reports).items() if not said["judged"]}

@@ -92,6 +92,12 @@ class Ledger:
         """Whether no test passed or failed: every one that ran was skipped."""
         return not self.passed and not self.failures and not self.known
 
+    def named_kernels(self, named: set[str]) -> dict[str, dict]:
+        """Per kernel of ``named`` that ran tests: how many, and whether one judged it (a shard's report keeps this
+        for ``report merge``)."""
+        return {kernel: {"tests": count, "judged": kernel in self.kernels_judged}
+                for kernel, count in sorted(self.kernels_run.items()) if kernel in named}
+
     def named_but_unjudged(self, named: set[str]) -> dict[str, int]:
         """The kernels of ``named`` whose every test that ran was skipped, with how many ran: a run passing on the
         others (torch as a control beside one's kernel) said nothing of them."""
@@ -100,13 +106,14 @@ class Ledger:
 
 
 def exit_status(status: int, ledger: Ledger, gate_fails: bool, collect_only: bool,
-                named: set[str]) -> tuple[int, bool]:
+                named: set[str], sharded: bool = False) -> tuple[int, bool]:
     """The run's exit status from pytest's ``status``, and whether the run tested nothing.  A gate that fails the run
     fails it; a passing run that judged nothing (every test it ran skipped), or nothing of a kernel ``--kernel``
-    named, is no pass: 5, pytest's status for a run that tested nothing."""
+    named, is no pass: 5, pytest's status for a run that tested nothing.  A shard (``sharded``) may hold only skipped
+    tests of a kernel whose other tests other shards judge: ``report merge`` applies that rule to the whole run."""
     if gate_fails and status == pytest.ExitCode.OK:
         status = pytest.ExitCode.TESTS_FAILED
     nothing = status == pytest.ExitCode.OK and not collect_only and ledger.judged_nothing()
-    if status == pytest.ExitCode.OK and (nothing or ledger.named_but_unjudged(named)):
+    if status == pytest.ExitCode.OK and (nothing or (ledger.named_but_unjudged(named) and not sharded)):
         status = pytest.ExitCode.NO_TESTS_COLLECTED
     return status, nothing

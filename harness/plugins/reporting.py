@@ -307,8 +307,8 @@ class Gatherer:
         self.categories = categorize(ledger.records)
         self.invariances = invariances.combine(ledger.invariance_entries)
         held = invariances.held(self.invariances)
-        metadata = {**run_metadata(config), "workers": self.workers(),
-                    "interrupted": self.interrupted} if (run.gate or run.report) else {}
+        metadata = {**run_metadata(config), "workers": self.workers(), "interrupted": self.interrupted,
+                    "named_kernels": ledger.named_kernels(self.named())} if (run.gate or run.report) else {}
         if run.gate is not None and run.gate.update:
             self.update_baseline(run.gate, metadata, held)
         elif run.gate is not None:
@@ -317,7 +317,8 @@ class Gatherer:
         # or every test of a kernel named: pytest's 0 would read as a pass, although nothing of it was judged.
         gate_fails = run.gate is not None and not run.gate.update and gate.fails(self.findings, run.gate.require)
         session.exitstatus, self.nothing_tested = exit_status(session.exitstatus, ledger, gate_fails,
-                                                              config.getoption("collectonly"), self.named())
+                                                              config.getoption("collectonly"), self.named(),
+                                                              sharded=sharding.shard_of(config) is not None)
         if self.tampered:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
         self.exitstatus = session.exitstatus
@@ -376,6 +377,10 @@ class Gatherer:
         if self.nothing_tested:
             terminalreporter.write_sep("-", "NOTHING TESTED: every selected test was skipped (their reasons: below); "
                                        "nothing judged, so no pass: exit status 5", red=True)
+        elif sharding.shard_of(config) is not None:
+            for kernel, count in sorted(ledger.named_but_unjudged(self.named()).items()):
+                terminalreporter.write_sep("-", printable(f"all {count} of {kernel}'s tests in this shard were skipped: "
+                                                         "`report merge` says whether the run judged it"))
         else:
             for kernel, count in sorted(ledger.named_but_unjudged(self.named()).items()):
                 terminalreporter.write_sep("-", printable(f"NOTHING TESTED of {kernel}: all {count} of its tests were "

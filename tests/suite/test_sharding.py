@@ -319,3 +319,19 @@ def test_a_shard_that_holds_no_test_says_so_and_still_merges(run_pytest, tmp_pat
     assert "shard 2/2 holds no test: the split gave all 1 selected test(s) to the other shards" in empty.stdout
     assert accuracy(tmp_path / "2")["run"]["shard_tests"] == []
     assert report_cli(["merge", str(tmp_path / "merged"), str(tmp_path / "1"), str(tmp_path / "2")]) == 0
+
+
+def test_a_kernel_whose_every_test_is_skipped_in_every_shard_fails_the_merge_not_a_shard(run_pytest, tmp_path):
+    """The gate kernel declares none of the operations these tests take, torch all: each shard passes (its skipped
+    tests of the kernel may be judged in another), and the merge says the run judged nothing of the kernel: 5."""
+    chosen = ("tests/kernel/test_metamorphic.py", "-k", "every_other_unscaled", "--kernel", "torch", "--kernel",
+              GATE_KERNEL, "--device", "cpu", "--hypothesis-profile", "mutation")
+    shards = [run_pytest(*chosen, "--shard", f"{k}/2", "--accuracy-report", str(tmp_path / f"shard-{k}"))
+              for k in (1, 2)]
+    assert [result.returncode for result in shards] == [0, 0], [result.stdout[-2000:] for result in shards]
+    assert any(f"of {GATE_KERNEL}'s tests in this shard were skipped" in result.stdout for result in shards)
+    result = subruns.run(subruns.python("report", "merge", str(tmp_path / "merged"), str(tmp_path / "shard-1"),
+                                        str(tmp_path / "shard-2")))
+    assert result.returncode == merge.NOTHING_TESTED, result.stdout + result.stderr
+    assert f"NOTHING TESTED of {GATE_KERNEL}: all 3 of its tests in the shards were skipped" in result.stdout
+    assert "NOTHING TESTED of torch" not in result.stdout
