@@ -748,6 +748,14 @@ def for_operation(capabilities: Capabilities, op: Operation) -> Capabilities:
     return replace(capabilities, ranks=frozenset(capabilities.ranks or {1, 2, 3, 4}) - {1}, last_dim_only=True)
 
 
+def operation_cases(capabilities: Capabilities, backend: str, op: Operation, *, dtypes=None,
+                    size: SizeCaps | None = None) -> st.SearchStrategy[Case]:
+    """:func:`cases` of the operation ``op`` (with the mask, gradient, scale and bias it takes) within ``capabilities``
+    as :func:`for_operation` narrows them, in ``dtypes`` (the operation's where None)."""
+    return cases(for_operation(capabilities, op), backend, dtypes=op.dtypes if dtypes is None else dtypes,
+                 masked=op.masked, backward=op.backward, scaled=op.scaled, biased=op.biased, size=size)
+
+
 def fitting_seams(longest: dict[int, int]) -> list[Seam]:
     """Every placement at every tile whose row fits (``longest``: tile -> the longest row a seam there may take),
     the first placement (a first tile of -inf) at the smallest tile first."""

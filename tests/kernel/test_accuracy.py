@@ -23,7 +23,7 @@ from hypothesis import example, given, target
 from harness.inputs import coverage
 from harness.inputs.catalog import CATALOG
 from harness.inputs.fixed_inputs import fixed_dtype, longest_fixed_row, row_inputs
-from harness.inputs.strategies import Case, cases, for_operation
+from harness.inputs.strategies import Case, for_operation, operation_cases
 from harness.judging import pipeline
 from harness.judging.judge import describe_input
 from harness.judging.recording import make_record
@@ -95,8 +95,7 @@ def run_op(kernel, backend, op: Declared, dtype, note, accuracy_record, request)
     fixed_inputs = examples(kernel, backend, op, dtype)
     fixed = set(fixed_inputs)
 
-    @given(case=cases(capabilities, backend.name, masked=op.masked, dtypes=(dtype,), backward=op.backward,
-                      scaled=op.scaled, biased=op.biased))
+    @given(case=operation_cases(kernel.capabilities, backend.name, op, dtypes=(dtype,)))
     @timebox.timeboxed
     def one_case(case):
         judge_case(kernel, backend, op, case, worst, accuracy_record, drawn, fixed)

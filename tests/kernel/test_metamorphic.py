@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 from harness.inputs.catalog import CATALOG
 from harness.inputs.fixed_inputs import case_inside, in_rank, rows_rank
-from harness.inputs.strategies import SIZE_CAPS, Case, Layout, SizeCaps, Specials, Values, cases, for_operation
+from harness.inputs.strategies import SIZE_CAPS, Case, Layout, SizeCaps, Specials, Values, cases, operation_cases
 from harness.judging.invariance import exact_shift
 from harness.judging.judge import as_rows, describe_input, judge_softmax
 from harness.plugins.timebox import timeboxed
@@ -109,13 +109,12 @@ def test_shift_invariance_of_every_other_unscaled_forward_is_bitwise(kernel, bac
     if not kernel.declares(op):
         pytest.skip(f"{kernel.name} declares no {op.what}")
     with invariance("shift") as shift:
-        @given(case=cases(kernel.capabilities, backend.name, masked=op.masked, dtypes=op.dtypes))
+        @given(case=operation_cases(kernel.capabilities, backend.name, op))
         @timeboxed
         def check(case):
             if shift.settled:
                 return
-            call = case.call(op, backend.name, backend.device)
-            assume(kernel.capabilities.call_refusal(call) is None)
+            call = declared_call(kernel, backend, op, case)
             c = exact_shift(call.x)
             assume(c is not None)
             shifted = replace(call, x=case.place((call.x.cpu().double() + c).to(call.x.dtype), backend.device))
@@ -209,17 +208,16 @@ def test_batch_invariance_of_every_other_operation_is_bitwise(kernel, backend, o
     batch = 5
 
     with invariance("batch") as invariant:
-        @given(case=cases(kernel.capabilities, backend.name, size=SizeCaps(SIZE_CAPS[backend.name].max_elements // 6,
-                                                                            SIZE_CAPS[backend.name].max_row),
-                          masked=op.masked, dtypes=op.dtypes, backward=op.backward, scaled=op.scaled,
-                          biased=op.biased),
+        caps = SIZE_CAPS[backend.name]
+
+        @given(case=operation_cases(kernel.capabilities, backend.name, op,
+                                    size=SizeCaps(caps.max_elements // 6, caps.max_row)),
                where=st.sampled_from(["first", "middle", "last"]), seed=st.integers(0, 2**16))
         @timeboxed
         def check(case, where, seed):
             if invariant.settled:
                 return
-            call = case.call(op, backend.name, backend.device)
-            assume(kernel.capabilities.call_refusal(call) is None)
+            call = declared_call(kernel, backend, op, case)
             rows = companion_rows(call)
             n = rows["x"].shape[1]
             assume(rows["x"].shape[0] > 0 and n > 0)
@@ -240,6 +238,13 @@ def test_batch_invariance_of_every_other_operation_is_bitwise(kernel, backend, o
                                                          f"{position} of {batch + len(ends)} rows")
 
         check()
+
+
+def declared_call(kernel, backend, op, case: Case) -> Call:
+    """The call of ``op`` on ``case``; Hypothesis draws another case where the kernel's capabilities refuse it."""
+    call = case.call(op, backend.name, backend.device)
+    assume(kernel.capabilities.call_refusal(call) is None)
+    return call
 
 
 def companion_rows(call: Call) -> dict[str, torch.Tensor]:
@@ -284,14 +289,12 @@ def test_run_to_run_determinism_of_every_other_operation_is_bitwise(kernel, back
     if not kernel.declares(op):
         pytest.skip(f"{kernel.name} declares no {op.what}")
     with invariance("determinism") as determinism:
-        @given(case=cases(for_operation(kernel.capabilities, op), backend.name, masked=op.masked, dtypes=op.dtypes,
-                          backward=op.backward, scaled=op.scaled, biased=op.biased))
+        @given(case=operation_cases(kernel.capabilities, backend.name, op))
         @timeboxed
         def check(case):
             if determinism.settled:
                 return
-            call = case.call(op, backend.name, backend.device)
-            assume(kernel.capabilities.call_refusal(call) is None)
+            call = declared_call(kernel, backend, op, case)
             determinism.check(kernel.run(call), kernel.run(call), f"two runs of {op.name} on {case!r}")
 
         check()
