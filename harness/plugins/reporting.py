@@ -377,15 +377,14 @@ class Gatherer:
         if self.nothing_tested:
             terminalreporter.write_sep("-", "NOTHING TESTED: every selected test was skipped (their reasons: below); "
                                        "nothing judged, so no pass: exit status 5", red=True)
-        elif sharding.shard_of(config) is not None:
-            for kernel, count in sorted(ledger.named_but_unjudged(self.named()).items()):
-                terminalreporter.write_sep("-", printable(f"all {count} of {kernel}'s tests in this shard were skipped: "
-                                                         "`report merge` says whether the run judged it"))
         else:
+            sharded = sharding.shard_of(config) is not None  # a shard leaves the rule to `report merge`
             for kernel, count in sorted(ledger.named_but_unjudged(self.named()).items()):
-                terminalreporter.write_sep("-", printable(f"NOTHING TESTED of {kernel}: all {count} of its tests were "
-                                                         "skipped (their reasons: below); the run is no pass for it: "
-                                                         "exit status 5"), red=True)
+                said = (f"all {count} of {kernel}'s tests in this shard were skipped: `report merge` says whether the "
+                        "run judged it") if sharded else (f"NOTHING TESTED of {kernel}: all {count} of its tests were "
+                                                          "skipped (their reasons: below); the run is no pass for it: "
+                                                          "exit status 5")
+                terminalreporter.write_sep("-", printable(said), red=not sharded)
         if ledger.known or ledger.fixed:
             terminalreporter.write_sep("-", f"failures: {self.failures_counted()}", red=bool(ledger.fixed))
             for entry in ledger.known + ledger.fixed:
