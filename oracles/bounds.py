@@ -89,7 +89,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from .formats import FP32, FP64, Format, round_float64, ulp
+from .formats import FP32, FP64, Format, judging_unit, round_float64, ulp
 from .settings import numpy_defaults
 
 
@@ -366,7 +366,7 @@ def softmax_bound(x: np.ndarray, exact: np.ndarray, out: Format, profile: Precis
             rescale = profile.reduction.rescales(x.shape[-1]) * (2 * ar.exp_ulps + 1) * u
             most = (1 + 2 * ar.div_ulps * u) * (1 + 4 * ar.exp_ulps * u + rescale) / (1 - t.gamma)
             error = np.fmin(error, np.maximum(f, most * (1 + 2 * out.unit_roundoff) - f) + alpha)
-        bound = error / ulp(f, out)
+        bound = error / judging_unit(f, out)
     bounded = t.w < 1 if formed is None else True  # a formed softmax's is capped
     return np.where(t.regular & bounded & (t.gamma < 1), bound, np.where(t.regular, np.inf, np.nan))
 
@@ -402,12 +402,14 @@ def log_softmax_bound(x: np.ndarray, exact: np.ndarray, out: Format, profile: Pr
 
 
 def in_ulps(error: np.ndarray, exact: np.ndarray, out: Format) -> np.ndarray:
-    """An absolute ``error`` bound in ulps of ``exact`` in ``out``.  A finite error in ulps of a result near 0 can
-    pass float64's range (1e-16 against the 5e-324 of a float64 subnormal, a float64 backward's exact zero): the
-    largest float stands for it, since an infinite bound fails every inexact result.  An infinite error (a result
-    past the output format's range) keeps its infinite bound."""
+    """An absolute ``error`` bound in ulps of ``exact`` in ``out``, counted in the judge's unit
+    (:func:`oracles.formats.judging_unit`, which keeps a float64 backward's exact zero from passing float64's range).
+    A finite error past even that range (above 1e19 at an exact zero) is the largest float, since an infinite bound
+    fails every inexact result; an infinite error (a result past the output format's range) keeps its infinite
+    bound."""
     with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
-        return np.where(np.isfinite(error), np.minimum(error / ulp(exact, out), np.finfo(np.float64).max), np.inf)
+        return np.where(np.isfinite(error), np.minimum(error / judging_unit(exact, out), np.finfo(np.float64).max),
+                        np.inf)
 
 
 @numpy_defaults

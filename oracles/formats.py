@@ -93,6 +93,19 @@ def ulp(values: np.ndarray, fmt: Format) -> np.ndarray:
     return np.ldexp(1.0, exponent - fmt.precision + 1)
 
 
+# The smallest unit the judge counts an error and its bound in, by format: float64's ulp at 0 is 2^-1074, and an
+# absolute error of 1e-14 there (a backward's, whose exact result is 0, times gradients of 420) counted in it passes
+# float64's range, the error and its bound alike; counted in 2^-960 both stay finite (to errors of 1e19) and compare
+# as their absolute values do.  The other formats' ulps at 0 keep every such count finite.
+JUDGING_FLOOR = {"float64": 2.0**-960}
+
+
+def judging_unit(values: np.ndarray, fmt: Format) -> np.ndarray:
+    """The unit the judge counts an error and its bound in: the ulp of ``fmt`` at |values|, at least
+    :data:`JUDGING_FLOOR`."""
+    return np.maximum(ulp(values, fmt), JUDGING_FLOOR.get(fmt.name, 0.0))
+
+
 @numpy_defaults
 def round_float64(values: np.ndarray, fmt: Format) -> np.ndarray:
     """Round float64 values to ``fmt``, to nearest with ties to even.

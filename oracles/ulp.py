@@ -68,8 +68,9 @@ def ulp_distance(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 
 @numpy_defaults
-def fractional_ulp_error(result: np.ndarray, exact: np.ndarray, fmt: Format) -> np.ndarray:
-    """|result - exact| / ulp(exact) in ``fmt``, element-wise (float64).
+def fractional_ulp_error(result: np.ndarray, exact: np.ndarray, fmt: Format, unit=ulp) -> np.ndarray:
+    """|result - exact| / ulp(exact) in ``fmt``, element-wise (float64); in ``unit(exact, fmt)`` where given (the
+    judge's: :func:`oracles.formats.judging_unit`).
 
     ``result`` holds values of ``fmt``; ``exact`` the exact values, to float64
     accuracy (enough: a float64 carries 29 bits more than fp32).  Where both are
@@ -79,7 +80,7 @@ def fractional_ulp_error(result: np.ndarray, exact: np.ndarray, fmt: Format) -> 
     y = np.asarray(result, dtype=np.float64)
     f = np.asarray(exact, dtype=np.float64)
     with np.errstate(invalid="ignore"):
-        err = np.abs(y - f) / ulp(f, fmt)
+        err = np.abs(y - f) / unit(f, fmt)
     same = (y == f) | (np.isnan(y) & np.isnan(f))
     err = np.where(same, 0.0, err)
     return np.where(np.isnan(err), np.inf, err)

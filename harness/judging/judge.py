@@ -24,7 +24,7 @@ from oracles.bounds import (PrecisionProfile, log_softmax_backward_bound, log_so
                             softmax_bound)
 from oracles.call import Call
 from oracles.correctly_rounded import OracleResult
-from oracles.formats import Format, format_of
+from oracles.formats import Format, format_of, judging_unit
 from oracles.ulp import UNRELATED, fractional_ulp_error, ulp_distance
 from specs import torch_softmax
 from specs.registry import KernelSpec, unknown_profile
@@ -113,7 +113,7 @@ def measure(name: str, call: Call, y: torch.Tensor, oracle: OracleResult, profil
     outputs = as_rows(y, call.dim)
     expected = torch.from_numpy(oracle.rounded).to(fmt.dtype)
     ulps = ulp_distance(outputs, expected).numpy()
-    fractional = fractional_ulp_error(outputs.double().numpy(), oracle.exact, fmt)
+    fractional = fractional_ulp_error(outputs.double().numpy(), oracle.exact, fmt, unit=judging_unit)  # the bound's
     bound = bounds(call, oracle, fmt, profile)
     if call.operation.backward:  # NaN for an infinity of the definition is accepted (oracles/semantics.py)
         ulps = np.where(np.isnan(bound) & semantics.nan_for_infinity(oracle.rounded, outputs.double().numpy()), 0, ulps)

@@ -29,7 +29,7 @@ from harness.judging.judge import as_rows, describe_input, judge_softmax
 from harness.plugins.timebox import timeboxed
 from oracles import semantics
 from oracles.call import Call
-from oracles.formats import ulp
+from oracles.formats import judging_unit
 from specs.operations import OPERATIONS, SOFTMAX
 
 BATCH_SIZES = (1, 2, 5, 64)
@@ -59,7 +59,7 @@ def judge(kernel, backend, x, dim, y=None, what=""):
 
 def allowed_errors(verdict) -> np.ndarray:
     """Each element's derived bound as an absolute error (0 where the oracle's semantics fix it exactly)."""
-    return np.where(verdict.kernel.special, 0.0, verdict.kernel.bound) * ulp(verdict.rounded, verdict.fmt)
+    return np.where(verdict.kernel.special, 0.0, verdict.kernel.bound) * judging_unit(verdict.rounded, verdict.fmt)
 
 
 def input_space(kernel, backend, copies: int = 1):
@@ -143,7 +143,7 @@ def within_each_others_bounds(kernel, backend, x, dim, a, b) -> None:
     ja, jb = judge(kernel, backend, x, dim, a), judge(kernel, backend, x, dim, b)
     regular = ~ja.kernel.special
     gap = np.abs(ja.kernel.outputs.double().numpy() - jb.kernel.outputs.double().numpy())
-    allowed = (ja.kernel.bound + jb.kernel.bound) * ulp(ja.exact, ja.fmt)
+    allowed = (ja.kernel.bound + jb.kernel.bound) * judging_unit(ja.exact, ja.fmt)
     beyond = regular & ~(gap <= allowed)
     first = tuple(int(i) for i in np.argwhere(beyond)[0]) if beyond.any() else None
     assert first is None, (f"{kernel.name}: {int(beyond.sum())} elements of two outputs for one input differ by more "

@@ -15,7 +15,7 @@ from oracles import backward
 from oracles.backward import backward_rows, exact_log_row, exact_row, log_backward_rows
 from oracles.bounds import PrecisionProfile, softmax_backward_bound
 from oracles.call import Call
-from oracles.formats import BF16, FP16, FP32, FP64, Format, round_float64, round_mpf, ulp
+from oracles.formats import BF16, FP16, FP32, FP64, Format, judging_unit, round_float64, round_mpf, ulp
 from oracles.profiles import ORDER_FREE, TORCH_CPU, TORCH_CUDA
 from oracles.ulp import fractional_ulp_error
 from specs.operations import LOG_SOFTMAX_BACKWARD, SOFTMAX_BACKWARD
@@ -110,18 +110,21 @@ def test_an_exact_zero_is_plus_zero():
 
 def test_a_float64_exact_zero_bounds_an_error_its_ulps_cannot_count():
     """y summing to 1 exactly and a constant g: the exact result is 0, whose float64 ulp is 5e-324.  torch on an H100
-    returned -4.9e-19 there (its sum rounded otherwise than the CPU's), within the sum's absolute error of about
-    1e-17 but some 1e305 ulps from 0: a bound in ulps that overflowed to infinity failed it.  The largest float
-    stands for it; a result of 1e-3 there (its ulps infinite) still fails."""
-    y = np.array([[0.5009653303691279, 0.49903466963087206]])
-    g = np.full((1, 2), -0.11683683728322698)
-    oracle = backward_rows(y, g, FP64)
-    assert oracle.rounded.tolist() == [[0.0, 0.0]]
-    bound = softmax_backward_bound(y, g, oracle.exact, FP64, PrecisionProfile(TORCH_CUDA, ORDER_FREE))
-    for result, within in (([-4.897601024557596e-19, 4.897601024557596e-19], True), ([1e-3, 0.0], False)):
-        with np.errstate(over="ignore"):  # 1e-3 in ulps of 0
-            error = fractional_ulp_error(np.array([result]), oracle.exact, FP64)
-        assert bool((error <= bound).all()) == within, (result, error, bound)
+    returned -4.9e-19 there (g = -0.117), and torch on the CPU 2.0e-14 for g = 420 (the nightly), each within the
+    sum's absolute error but some 1e305 ulps and past float64's range from 0: the bound in ulps overflowed to
+    infinity, then the error did.  Both are counted in the judge's unit (at least 2^-960 in float64); a result of 1e-3
+    there still fails."""
+    for y, g, results in (([0.5009653303691279, 0.49903466963087206], -0.11683683728322698,
+                           [-4.897601024557596e-19, 4.897601024557596e-19]),
+                          ([0.35716951852888607, 0.32406821306981226, 0.3187622684013017], 420.4166550763247,
+                           [2.03027365460506e-14, 2.03027365460506e-14, 2.03027365460506e-14])):
+        y, g = np.array([y]), np.full((1, len(y)), g)
+        oracle = backward_rows(y, g, FP64)
+        assert oracle.rounded.tolist() == [[0.0] * len(results)]
+        bound = softmax_backward_bound(y, g, oracle.exact, FP64, PrecisionProfile(TORCH_CUDA, ORDER_FREE))
+        for result, within in ((results, True), ([1e-3, *results[1:]], False)):
+            error = fractional_ulp_error(np.array([result]), oracle.exact, FP64, unit=judging_unit)
+            assert bool((error <= bound).all()) == within, (result, error, bound)
 
 
 def test_float64_inputs_whose_products_float64_does_not_hold_are_decided_with_integers():
